@@ -1,0 +1,64 @@
+"""Citewise's exception tree. Every error a user can meet is one of these; anything else is a bug.
+
+    CitewiseError                 base; `str(err)` is a message fit to show a user
+    ├── ConfigError               the user's configuration or input is wrong; the message says how to fix it
+    │   ├── MissingExtraError     an optional integration is not installed; says what to `pip install`
+    │   ├── ValidationError       a request value is out of range or malformed (empty query, top_k=0, bad id)
+    │   └── IndexMismatchError    the index was built with another embedding model than the one configured
+    ├── IngestError               a document could not be loaded or chunked (it fails alone; the batch goes on)
+    ├── RetrievalError            the index could not be opened or queried
+    └── ProviderError(retryable)  an embedding/LLM vendor call failed
+        ├── RateLimited           the vendor said 429 / quota
+        └── ProviderTimeout       the vendor did not answer in time
+
+The CLI maps these to a one-line message and exit code 2 once (cli.py); the HTTP layer maps them once too.
+"""
+
+from __future__ import annotations
+
+
+class CitewiseError(Exception):
+    """Base of every error Citewise raises on purpose."""
+
+
+class ConfigError(CitewiseError):
+    """Something the user set up or asked for is wrong. The message must say how to fix it."""
+
+
+class MissingExtraError(ConfigError):
+    def __init__(self, feature: str, extra: str, package: str | None = None) -> None:
+        install = f"pip install 'citewise[{extra}]'" + (f"  (or: pip install {package})" if package else "")
+        super().__init__(f"{feature} needs an optional dependency that is not installed. Run: {install}")
+        self.extra = extra
+
+
+class ValidationError(ConfigError):
+    """A request value is out of range or malformed."""
+
+
+class IndexMismatchError(ConfigError):
+    """The index on disk was built with a different embedding model or dimension."""
+
+
+class IngestError(CitewiseError):
+    """One document could not be loaded or chunked."""
+
+
+class RetrievalError(CitewiseError):
+    """The index could not be opened or queried."""
+
+
+class ProviderError(CitewiseError):
+    def __init__(self, message: str, *, retryable: bool = False) -> None:
+        super().__init__(message)
+        self.retryable = retryable
+
+
+class RateLimited(ProviderError):
+    def __init__(self, message: str = "The provider is rate limiting requests.") -> None:
+        super().__init__(message, retryable=True)
+
+
+class ProviderTimeout(ProviderError):
+    def __init__(self, message: str = "The provider did not answer in time.") -> None:
+        super().__init__(message, retryable=True)
