@@ -111,7 +111,9 @@ class Settings(BaseSettings):
     @classmethod
     def _provider_model(cls, v: str) -> str:
         if ":" not in v or not all(part.strip() for part in v.split(":", 1)):
-            raise ValueError(f'expected "provider:model", e.g. "{DEFAULT_EMBEDDINGS}" or "openai:text-embedding-3-small"')
+            raise ValueError(
+                f'expected "provider:model", e.g. "{DEFAULT_EMBEDDINGS}" or "openai:text-embedding-3-small"'
+            )
         return v.strip()
 
     @classmethod

@@ -1,0 +1,94 @@
+"""One handle on everything under CITEWISE_HOME/index: registry, manifest, vector store and embedder.
+
+Opening it is cheap: the vector engine is opened on first use and the embedding model loads on the first text it
+has to embed, so `docs list` or an ingest with nothing new never pay for either.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+
+from citewise.index.embeddings import Embedder, create_embedder
+from citewise.index.registry import Manifest, Registry, now_iso
+from citewise.index.store import VectorStore
+from citewise.settings import Settings
+
+
+class KnowledgeBase:
+    def __init__(self, settings: Settings, *, embedder: Embedder | None = None) -> None:
+        self.settings = settings
+        self.dir: Path = settings.index_dir
+        self.registry = Registry(self.dir / "registry.sqlite3")
+        self._manifest_path = self.dir / "manifest.json"
+        self._manifest_mtime = -1
+        self.manifest: Manifest | None = None
+        self._reload_manifest()
+        self._embedder = embedder
+        self._store: VectorStore | None = None
+
+    # -- lazily built parts ------------------------------------------------------------------------------------
+    @property
+    def embedder(self) -> Embedder:
+        if self._embedder is None:
+            self._embedder = create_embedder(self.settings)
+        return self._embedder
+
+    @property
+    def store(self) -> VectorStore:
+        if self._store is None:
+            from citewise.index.lancedb_store import LanceStore  # the engine's import is not free either
+
+            self._store = LanceStore(
+                self.dir / "lancedb", ann_index_threshold=self.settings.retrieval.ann_index_threshold
+            )
+        return self._store
+
+    # -- embedding, checked against the manifest ---------------------------------------------------------------
+    def embed_documents(self, texts: list[str]) -> np.ndarray:
+        vectors = self.embedder.embed_documents(texts)
+        self._check_dimension(vectors.shape[1])
+        return vectors
+
+    def embed_query(self, text: str) -> np.ndarray:
+        vector = self.embedder.embed_query(text)
+        self._check_dimension(vector.shape[0])
+        return vector
+
+    def _check_dimension(self, dim: int) -> None:
+        if self.manifest is None:
+            self.manifest = Manifest(embeddings=self.settings.embeddings, dimension=dim, updated_at=now_iso())
+            self.manifest.write(self._manifest_path)
+            self._manifest_mtime = self._manifest_path.stat().st_mtime_ns
+        else:
+            self.manifest.check(self.settings.embeddings, dim)
+
+    # -- versioning --------------------------------------------------------------------------------------------
+    @property
+    def version(self) -> int:
+        """Changes whenever an ingest changed the index, in this process or another one."""
+        if self._reload_manifest() and self._store is not None:
+            self._store.refresh()
+        return self.manifest.version if self.manifest else 0
+
+    def _reload_manifest(self) -> bool:
+        try:
+            mtime = self._manifest_path.stat().st_mtime_ns
+        except FileNotFoundError:
+            return False
+        if mtime == self._manifest_mtime:
+            return False
+        self.manifest = Manifest.read(self._manifest_path)
+        self._manifest_mtime = mtime
+        if self.manifest is not None:
+            self.manifest.check(self.settings.embeddings)
+        return True
+
+    def bump_version(self) -> None:
+        if self.manifest is None:  # nothing was ever embedded: nothing to version
+            return
+        self.manifest.version += 1
+        self.manifest.updated_at = now_iso()
+        self.manifest.write(self._manifest_path)
+        self._manifest_mtime = self._manifest_path.stat().st_mtime_ns

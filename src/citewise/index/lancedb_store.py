@@ -1,0 +1,194 @@
+"""LanceDB, embedded on disk under CITEWISE_HOME/index: vectors (cosine) and native full-text search (BM25).
+
+Every write is a single LanceDB commit (`merge_insert` replaces a batch of documents' chunks atomically), so a
+process killed mid-ingest leaves the last committed version fully queryable. The FTS index is rebuilt
+incrementally by `optimize()`; rows written since are still searched (flat), so results are never stale.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import timedelta
+from pathlib import Path
+
+import lancedb
+import numpy as np
+import pyarrow as pa
+from lancedb.index import FTS, IvfHnswSq
+
+from citewise.errors import RetrievalError
+from citewise.types import Chunk, ScoredChunk
+
+TABLE = "chunks"
+
+_META_FIELDS = [
+    ("chunk_id", pa.string()),
+    ("doc_id", pa.string()),
+    ("chunk_index", pa.int32()),
+    ("text", pa.string()),
+    ("search_text", pa.string()),  # title + heading path + text: what BM25 sees
+    ("filename", pa.string()),
+    ("source_url", pa.string()),
+    ("module", pa.string()),
+    ("chapter", pa.string()),
+    ("title", pa.string()),
+    ("page", pa.int32()),
+    ("modified", pa.string()),
+    ("owner", pa.string()),
+    ("content_hash", pa.string()),
+]
+_CHUNK_COLUMNS = [name for name, _ in _META_FIELDS if name != "search_text"]
+
+
+def _schema(dim: int) -> pa.Schema:
+    return pa.schema([*(pa.field(n, t) for n, t in _META_FIELDS), pa.field("vector", pa.list_(pa.float32(), dim))])
+
+
+def search_text(chunk: Chunk) -> str:
+    return "\n".join(part for part in (chunk.title, chunk.chapter, chunk.text) if part)
+
+
+def _in_list(column: str, values: Sequence[str]) -> str:
+    quoted = ", ".join("'" + v.replace("'", "''") + "'" for v in values)
+    return f"{column} IN ({quoted})"
+
+
+class LanceStore:
+    def __init__(self, path: Path | str, *, ann_index_threshold: int = 50_000) -> None:
+        self._ann_threshold = ann_index_threshold
+        if isinstance(path, Path):
+            path.mkdir(parents=True, exist_ok=True)
+        try:
+            self._db = lancedb.connect(str(path))
+            self._table = self._db.open_table(TABLE) if TABLE in self._db.list_tables().tables else None
+        except Exception as exc:
+            raise RetrievalError(f"Could not open the index at {path}: {exc}") from exc
+
+    @classmethod
+    def ephemeral(cls) -> LanceStore:
+        """A store that lives in memory only (the selected-text search): nothing touches the disk."""
+        return cls("memory://")
+
+    # -- bookkeeping -------------------------------------------------------------------------------------------
+    def _require_table(self, dim: int):
+        if self._table is None:
+            self._table = self._db.create_table(TABLE, schema=_schema(dim), exist_ok=True)
+        return self._table
+
+    def count(self) -> int:
+        return 0 if self._table is None else self._table.count_rows()
+
+    def version(self) -> int:
+        return 0 if self._table is None else self._table.version
+
+    def refresh(self) -> None:
+        """See commits made by another process (an ingest running beside a server)."""
+        if self._table is None:
+            if TABLE in self._db.list_tables().tables:
+                self._table = self._db.open_table(TABLE)
+        else:
+            self._table.checkout_latest()
+
+    # -- writes ------------------------------------------------------------------------------------------------
+    def _to_arrow(self, chunks: Sequence[Chunk], vectors: np.ndarray) -> pa.Table:
+        rows = {name: [] for name, _ in _META_FIELDS}
+        for chunk in chunks:
+            data = chunk.model_dump(include=set(_CHUNK_COLUMNS))
+            for name in _CHUNK_COLUMNS:
+                rows[name].append(data[name])
+            rows["search_text"].append(search_text(chunk))
+        dim = vectors.shape[1]
+        flat = pa.array(np.ascontiguousarray(vectors, dtype=np.float32).reshape(-1), type=pa.float32())
+        columns = [pa.array(rows[n], type=t) for n, t in _META_FIELDS]
+        columns.append(pa.FixedSizeListArray.from_arrays(flat, dim))
+        return pa.Table.from_arrays(columns, schema=_schema(dim))
+
+    def replace_documents(self, doc_ids: Sequence[str], chunks: Sequence[Chunk], vectors: np.ndarray) -> None:
+        if not doc_ids:
+            return
+        if len(chunks) != len(vectors):
+            raise ValueError("one vector per chunk")
+        stray = {c.doc_id for c in chunks} - set(doc_ids)
+        if stray:
+            raise ValueError(f"chunks of documents not being replaced: {sorted(stray)}")
+        if not chunks:
+            self.delete_documents(doc_ids)
+            return
+        table = self._require_table(vectors.shape[1])
+        (
+            table.merge_insert("chunk_id")
+            .when_matched_update_all()
+            .when_not_matched_insert_all()
+            .when_not_matched_by_source_delete(_in_list("doc_id", doc_ids))
+            .execute(self._to_arrow(chunks, vectors))
+        )
+
+    def delete_documents(self, doc_ids: Sequence[str]) -> None:
+        if doc_ids and self._table is not None:
+            self._table.delete(_in_list("doc_id", doc_ids))
+
+    def vectors_by_hash(self, doc_ids: Sequence[str]) -> dict[str, np.ndarray]:
+        if not doc_ids or self._table is None:
+            return {}
+        rows = (
+            self._table.search()
+            .where(_in_list("doc_id", doc_ids))
+            .select(["content_hash", "vector"])
+            .limit(None)
+            .to_arrow()
+        )
+        hashes = rows.column("content_hash").to_pylist()
+        vectors = np.asarray(rows.column("vector").to_pylist(), dtype=np.float32)
+        return dict(zip(hashes, vectors, strict=True))
+
+    def optimize(self) -> None:
+        if self._table is None:
+            return
+        table = self._table
+        indices = {tuple(ix.columns): ix.index_type for ix in table.list_indices()}
+        if ("search_text",) not in indices:
+            table.create_index("search_text", config=FTS(with_position=False), replace=True)
+        if ("vector",) not in indices and table.count_rows() >= self._ann_threshold:
+            # Past ~50k chunks exact search stops meeting the latency target here; HNSW over SQ keeps recall high.
+            table.create_index(vector_column_name="vector", config=IvfHnswSq(distance_type="cosine"))
+        # Folds new rows into existing indexes, compacts small fragments, drops versions older than a day.
+        table.optimize(cleanup_older_than=timedelta(days=1))
+
+    # -- reads -------------------------------------------------------------------------------------------------
+    def _scored(self, rows: list[dict], vector: np.ndarray | None, *, lexical: bool) -> list[ScoredChunk]:
+        out = []
+        for row in rows:
+            dense = None
+            if "_distance" in row and row["_distance"] is not None:
+                dense = 1.0 - float(row["_distance"])
+            elif vector is not None and row.get("vector") is not None:
+                dense = float(np.dot(np.asarray(row["vector"], dtype=np.float32), vector))
+            lex = float(row["_score"]) if lexical else None
+            fields = {k: row[k] for k in _CHUNK_COLUMNS}
+            out.append(ScoredChunk(**fields, score=lex if lexical else dense, dense_score=dense, lexical_score=lex))
+        return out
+
+    def dense(self, vector: np.ndarray, limit: int, where: str | None) -> list[ScoredChunk]:
+        if self._table is None:
+            return []
+        query = self._table.search(vector, vector_column_name="vector").distance_type("cosine")
+        if where:
+            query = query.where(where, prefilter=True)
+        try:
+            rows = query.select(_CHUNK_COLUMNS).limit(limit).to_list()
+        except Exception as exc:
+            raise RetrievalError(f"Vector search failed: {exc}") from exc
+        return self._scored(rows, None, lexical=False)
+
+    def lexical(self, text: str, limit: int, where: str | None, vector: np.ndarray | None) -> list[ScoredChunk]:
+        if self._table is None or not text.strip():
+            return []
+        columns = [*_CHUNK_COLUMNS, "vector"] if vector is not None else _CHUNK_COLUMNS
+        query = self._table.search(text, query_type="fts", fts_columns="search_text")
+        if where:
+            query = query.where(where, prefilter=True)
+        try:
+            rows = query.select(columns).limit(limit).to_list()
+        except Exception as exc:
+            raise RetrievalError(f"Full-text search failed: {exc}") from exc
+        return self._scored(rows, vector, lexical=True)

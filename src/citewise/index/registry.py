@@ -1,0 +1,109 @@
+"""The document registry (SQLite) and the index manifest (JSON), both under CITEWISE_HOME/index.
+
+The registry knows every document: its status (PENDING → INDEXED | FAILED with the error), chunk count and the
+hash that lets an unchanged file be skipped without parsing or embedding it. SQLite because it is transactional,
+in the standard library, and readable by `docs list` without importing the vector engine.
+
+The manifest records the embedding model and dimension the index was built with, and a version number bumped by
+every ingest that changed something; the retriever keys its cache on it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sqlite3
+from collections.abc import Iterable, Sequence
+from contextlib import closing
+from datetime import UTC, datetime
+from pathlib import Path
+
+from pydantic import BaseModel
+
+from citewise.errors import IndexMismatchError
+from citewise.types import DocStatus, DocumentRecord
+
+_COLUMNS = list(DocumentRecord.model_fields)
+
+_SCHEMA = f"""
+CREATE TABLE IF NOT EXISTS documents (
+    doc_id TEXT PRIMARY KEY,
+    {", ".join(f"{c} TEXT" if c != "chunk_count" else f"{c} INTEGER" for c in _COLUMNS if c != "doc_id")}
+);
+CREATE INDEX IF NOT EXISTS documents_path ON documents(path);
+"""
+
+
+def now_iso() -> str:
+    return datetime.now(UTC).isoformat(timespec="seconds")
+
+
+class Registry:
+    def __init__(self, path: Path) -> None:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        self._path = path
+        with closing(self._connect()) as db, db:
+            db.executescript(_SCHEMA)
+
+    def _connect(self) -> sqlite3.Connection:
+        db = sqlite3.connect(self._path, timeout=30)
+        db.row_factory = sqlite3.Row
+        return db
+
+    def _rows(self, sql: str, params: Sequence = ()) -> list[DocumentRecord]:
+        with closing(self._connect()) as db:
+            return [DocumentRecord(**dict(row)) for row in db.execute(sql, params)]
+
+    def get(self, doc_id: str) -> DocumentRecord | None:
+        rows = self._rows("SELECT * FROM documents WHERE doc_id = ?", (doc_id,))
+        return rows[0] if rows else None
+
+    def list(self, *, owner: str | None = None, status: DocStatus | None = None) -> list[DocumentRecord]:
+        sql, params = "SELECT * FROM documents WHERE 1=1", []
+        if owner is not None:
+            sql += " AND owner = ?"
+            params.append(owner)
+        if status is not None:
+            sql += " AND status = ?"
+            params.append(str(status))
+        return self._rows(sql + " ORDER BY source", params)
+
+    def upsert(self, records: Iterable[DocumentRecord]) -> None:
+        placeholders = ", ".join("?" for _ in _COLUMNS)
+        rows = [[getattr(r, c) if c != "status" else str(r.status) for c in _COLUMNS] for r in records]
+        with closing(self._connect()) as db, db:
+            db.executemany(f"INSERT OR REPLACE INTO documents ({', '.join(_COLUMNS)}) VALUES ({placeholders})", rows)
+
+    def delete(self, doc_ids: Sequence[str]) -> None:
+        with closing(self._connect()) as db, db:
+            db.executemany("DELETE FROM documents WHERE doc_id = ?", [(d,) for d in doc_ids])
+
+
+class Manifest(BaseModel):
+    format: int = 1
+    embeddings: str
+    dimension: int
+    version: int = 0
+    updated_at: str = ""
+
+    @classmethod
+    def read(cls, path: Path) -> Manifest | None:
+        if not path.exists():
+            return None
+        return cls.model_validate_json(path.read_text())
+
+    def write(self, path: Path) -> None:
+        # Write-then-rename: a crash leaves either the old manifest or the new one, never half of one.
+        tmp = path.with_suffix(".tmp")
+        tmp.write_text(json.dumps(self.model_dump(), indent=2))
+        os.replace(tmp, path)
+
+    def check(self, embeddings: str, dimension: int | None = None) -> None:
+        if embeddings != self.embeddings or (dimension is not None and dimension != self.dimension):
+            got = embeddings if dimension is None else f"{embeddings} ({dimension} dims)"
+            raise IndexMismatchError(
+                f"This index was built with embeddings {self.embeddings!r} ({self.dimension} dims) but "
+                f"{got!r} is configured. Vectors from different models cannot be compared: set "
+                f"CITEWISE_EMBEDDINGS={self.embeddings} to use this index, or ingest into a new --home "
+                "(or delete this one) to switch models."
+            )

@@ -1,0 +1,78 @@
+"""The storage contract every index engine implements, and the one place filter expressions are built.
+
+Callers (the ingest pipeline, the retriever, eval) only see `VectorStore`; LanceDB is the embedded engine today
+(`lancedb_store.py`) and a server engine can be added behind the same protocol without touching them.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping, Sequence
+from typing import Protocol
+
+import numpy as np
+
+from citewise.errors import ValidationError
+from citewise.types import PUBLIC_OWNER, Chunk, ScoredChunk
+
+OWNER_RE = re.compile(r"^[A-Za-z0-9_.@-]{1,128}$")
+
+# Metadata a caller may filter on. A fixed list, because field names are spliced into the filter expression.
+FILTERABLE_FIELDS = frozenset({"doc_id", "filename", "module", "chapter", "title", "source_url", "page"})
+
+
+class VectorStore(Protocol):
+    def count(self) -> int: ...
+
+    def version(self) -> int: ...
+
+    def replace_documents(self, doc_ids: Sequence[str], chunks: Sequence[Chunk], vectors: np.ndarray) -> None:
+        """Atomically make `chunks` the only chunks of `doc_ids` (one commit: readers see old or new, never none)."""
+
+    def delete_documents(self, doc_ids: Sequence[str]) -> None: ...
+
+    def vectors_by_hash(self, doc_ids: Sequence[str]) -> dict[str, np.ndarray]:
+        """content_hash → stored vector for the chunks of these documents (reused when a file changes)."""
+
+    def dense(self, vector: np.ndarray, limit: int, where: str | None) -> list[ScoredChunk]: ...
+
+    def lexical(self, text: str, limit: int, where: str | None, vector: np.ndarray | None) -> list[ScoredChunk]:
+        """Full-text (BM25) hits; when `vector` is given each hit also carries its cosine similarity to it."""
+
+    def optimize(self) -> None:
+        """Fold new rows into the indexes (FTS, ANN past a size threshold) and compact; run after an ingest."""
+
+
+def validate_owner(owner: str | None) -> str | None:
+    if owner is None:
+        return None
+    if not OWNER_RE.match(owner):
+        raise ValidationError(f"Invalid owner id {owner!r}: use 1-128 letters, digits or the characters _ . @ -")
+    return owner
+
+
+def sql_literal(value: object) -> str:
+    if isinstance(value, bool) or value is None:
+        raise ValidationError(f"Unsupported filter value {value!r}")
+    if isinstance(value, int | float):
+        return repr(value)
+    return "'" + str(value).replace("'", "''") + "'"
+
+
+def build_where(owner: str | None, filters: Mapping[str, object] | None = None) -> str:
+    """The prefilter applied inside every query: the caller's owner scope plus exact-match metadata filters.
+
+    No owner means public documents only; an owner sees their own documents and the public ones.
+    """
+    owner = validate_owner(owner)
+    owners = [PUBLIC_OWNER] if owner in (None, PUBLIC_OWNER) else [PUBLIC_OWNER, owner]
+    clauses = [f"owner IN ({', '.join(sql_literal(o) for o in owners)})"]
+    for field, value in sorted((filters or {}).items()):
+        if field not in FILTERABLE_FIELDS:
+            allowed = ", ".join(sorted(FILTERABLE_FIELDS))
+            raise ValidationError(f"Cannot filter on {field!r}; filterable fields: {allowed}")
+        values = value if isinstance(value, list | tuple | set | frozenset) else [value]
+        if not values:
+            raise ValidationError(f"Filter {field!r} has no values")
+        clauses.append(f"{field} IN ({', '.join(sql_literal(v) for v in sorted(values, key=str))})")
+    return " AND ".join(clauses)
