@@ -1,0 +1,46 @@
+# Two commands for a fresh machine: `make demo` and `make test`. Everything installs into .venv.
+PYTHON ?= python3
+VENV   := .venv
+BIN    := $(VENV)/bin
+STAMP  := $(VENV)/.install-stamp
+HOME_DIR ?= .citewise
+export HF_HUB_OFFLINE := 1
+export TRANSFORMERS_OFFLINE := 1
+
+.PHONY: install demo test lint format bench clean
+
+install: $(STAMP)
+
+# torch is pinned to the CPU wheel first: any looser requirement would pull a multi-GB CUDA build.
+# constraints.txt pins every transitive version we verified together.
+$(STAMP): pyproject.toml constraints.txt
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet torch==2.13.0
+	$(BIN)/python -m pip install --quiet -c constraints.txt -e '.[dev]'
+	touch $(STAMP)
+
+demo: install
+	$(BIN)/citewise ingest docs --home $(HOME_DIR)
+	$(BIN)/citewise docs list --home $(HOME_DIR)
+	$(BIN)/citewise search "How do I remove deleted files from the index?" --k 3 --home $(HOME_DIR)
+
+test: install
+	$(BIN)/python -m pytest
+
+lint: install
+	$(BIN)/ruff check src tests bench
+	$(BIN)/ruff format --check src tests bench
+
+format: install
+	$(BIN)/ruff check --fix src tests bench
+	$(BIN)/ruff format src tests bench
+
+bench: install
+	$(BIN)/python bench/bench_ingest.py
+	$(BIN)/python bench/bench_retrieval.py
+	$(BIN)/python bench/bench_latency.py
+	$(BIN)/python bench/report.py
+
+clean:
+	rm -rf $(VENV) $(HOME_DIR) .pytest_cache .ruff_cache

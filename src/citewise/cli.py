@@ -1,0 +1,305 @@
+"""The `citewise` command line: thin wrappers over the library, all built from the same Settings.
+
+Heavy modules (the index engine, the embedding model) are imported inside the commands that need them, so
+`citewise --help` and `citewise docs list` start instantly.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Callable
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from pydantic import ValidationError as PydanticValidationError
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+from citewise import __version__
+from citewise.errors import CitewiseError
+from citewise.settings import Settings
+from citewise.types import DocStatus, RetrievalMode
+
+app = typer.Typer(
+    name="citewise",
+    help="Grounded documentation Q&A: ingest your docs, search them, evaluate retrieval.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+docs_app = typer.Typer(help="Inspect and manage ingested documents.", no_args_is_help=True)
+eval_app = typer.Typer(help="Measure retrieval quality on your own data.", no_args_is_help=True)
+app.add_typer(docs_app, name="docs")
+app.add_typer(eval_app, name="eval")
+
+out = Console()
+err = Console(stderr=True)
+
+HomeOpt = Annotated[
+    Path | None,
+    typer.Option("--home", help="Data directory (default ./.citewise, or $CITEWISE_HOME).", show_default=False),
+]
+JsonOpt = Annotated[bool, typer.Option("--json", help="Print one JSON object as the last line of stdout.")]
+OwnerOpt = Annotated[str | None, typer.Option("--owner", help="Owner id (letters, digits, _ . @ -).")]
+
+
+def _settings(home: Path | None, **overrides) -> Settings:
+    try:
+        settings = Settings(**({"home": home} if home is not None else {}))
+    except PydanticValidationError as exc:
+        raise CitewiseError(f"Invalid configuration: {exc.errors()[0]['loc']}: {exc.errors()[0]['msg']}") from exc
+    for section, values in overrides.items():
+        if values:
+            settings = settings.model_copy(
+                update={section: getattr(settings, section).model_copy(update=values)}
+            )
+    return settings
+
+
+@contextmanager
+def _progress(enabled: bool):
+    """A Rich progress display fed by (stage, done, total) callbacks; silent when stdout is for JSON."""
+    if not enabled:
+        yield lambda stage, done, total: None
+        return
+    labels = {"parse": "Parsing", "embed": "Embedding chunks", "optimize": "Updating indexes", "query": "Querying"}
+    with Progress(
+        TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(), console=err
+    ) as progress:
+        tasks: dict[str, int] = {}
+
+        def update(stage: str, done: int, total: int) -> None:
+            if stage not in tasks:
+                tasks[stage] = progress.add_task(labels.get(stage, stage.capitalize()), total=total)
+            progress.update(tasks[stage], completed=done, total=max(total, done))
+
+        yield update
+
+
+def _run(fn: Callable[[], int | None]) -> None:
+    try:
+        code = fn() or 0
+    except CitewiseError as exc:
+        err.print(f"[bold red]Error:[/] {exc}", highlight=False)
+        raise typer.Exit(2) from None
+    raise typer.Exit(code)
+
+
+def _version(value: bool) -> None:
+    if value:
+        out.print(f"citewise {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _root(
+    version: Annotated[
+        bool, typer.Option("--version", callback=_version, is_eager=True, help="Show the version and exit.")
+    ] = False,
+) -> None:
+    pass
+
+
+@app.command()
+def ingest(
+    paths: Annotated[list[Path], typer.Argument(help="Files or folders to ingest.", show_default=False)],
+    owner: OwnerOpt = None,
+    prune: Annotated[bool, typer.Option("--prune", help="Remove documents under PATHS whose files are gone.")] = False,
+    glob: Annotated[
+        list[str] | None, typer.Option("--glob", help="File pattern inside folders (repeatable); default: all supported.")
+    ] = None,
+    base_url: Annotated[
+        str | None, typer.Option("--base-url", help="Published docs URL; source_url = base + relative path.")
+    ] = None,
+    home: HomeOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Add or update documents in the index. Unchanged files are skipped without embedding anything."""
+
+    def go() -> int:
+        from citewise.index.knowledge_base import KnowledgeBase
+        from citewise.ingest.pipeline import Ingestor
+        from citewise.types import PUBLIC_OWNER
+
+        settings = _settings(home, ingest={"base_url": base_url} if base_url else None)
+        kb = KnowledgeBase(settings)
+        with _progress(not as_json) as progress:
+            ingestor = Ingestor(kb, owner=owner or PUBLIC_OWNER, progress=progress)
+            report = ingestor.ingest_paths(paths, prune=prune, globs=glob)
+        if as_json:
+            print(report.model_dump_json())
+        else:
+            for failure in report.failures:
+                err.print(f"[red]FAILED[/] {failure.source}: {failure.error}", highlight=False)
+            if report.chunks_embedded == 0 and not report.indexed and not report.pruned:
+                summary = f"Nothing to embed: {report.unchanged} unchanged document(s)."
+            else:
+                summary = (
+                    f"Indexed {report.indexed} document(s) ({report.chunks_total} chunks: {report.chunks_embedded} "
+                    f"embedded, {report.chunks_reused} reused); {report.unchanged} unchanged"
+                )
+                summary += f"; {report.pruned} pruned." if report.pruned else "."
+            if report.failed:
+                summary += f" {report.failed} failed (see `citewise docs list --status FAILED`)."
+            out.print(f"{summary} [dim]{report.elapsed_s:.1f}s, home {settings.home}[/]", highlight=False)
+        return 1 if report.failed else 0
+
+    _run(go)
+
+
+@app.command()
+def search(
+    query: Annotated[str, typer.Argument(help="What to look for.", show_default=False)],
+    k: Annotated[int, typer.Option("--k", help="Number of chunks (1-10).")] = 5,
+    mode: Annotated[RetrievalMode | None, typer.Option("--mode", help="hybrid (default), dense or lexical.")] = None,
+    owner: OwnerOpt = None,
+    module: Annotated[str | None, typer.Option("--module", help="Only chunks from this top-level folder.")] = None,
+    selected_text: Annotated[
+        Path | None, typer.Option("--selected-text", help="Search only inside this file's text (nothing is stored).")
+    ] = None,
+    home: HomeOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Rank the chunks that best match QUERY (hybrid dense + BM25 by default)."""
+
+    def go() -> int:
+        from citewise.index.knowledge_base import KnowledgeBase
+        from citewise.index.retriever import Retriever
+
+        text = None
+        if selected_text is not None:
+            try:
+                text = selected_text.read_text(encoding="utf-8")
+            except (OSError, UnicodeDecodeError) as exc:
+                raise CitewiseError(f"Cannot read --selected-text {selected_text}: {exc}") from exc
+        kb = KnowledgeBase(_settings(home))
+        result = Retriever(kb).search(
+            query, k, owner=owner, mode=mode, filters={"module": module} if module else None, selected_text=text
+        )
+        if as_json:
+            print(result.model_dump_json())
+            return 0
+        if result.empty:
+            if kb.manifest is None and text is None:
+                out.print("The index is empty. Add documents with `citewise ingest PATH`.")
+            else:
+                floor = kb.settings.retrieval.min_score
+                out.print(f"No chunk is relevant enough (minimum cosine similarity {floor}).")
+            return 0
+        table = Table(show_lines=True)
+        for column in ("#", "score", "file", "chapter", "text"):
+            table.add_column(column, overflow="fold")
+        for rank, chunk in enumerate(result.chunks, 1):
+            score = f"{chunk.score:.4f}" + (f"\ncos {chunk.dense_score:.2f}" if chunk.dense_score is not None else "")
+            where = chunk.filename + (f" p.{chunk.page}" if chunk.page else "")
+            snippet = chunk.text if len(chunk.text) <= 300 else chunk.text[:300] + "…"
+            table.add_row(str(rank), score, where, chunk.chapter or chunk.title, snippet)
+        out.print(table)
+        return 0
+
+    _run(go)
+
+
+@docs_app.command("list")
+def docs_list(
+    owner: OwnerOpt = None,
+    status: Annotated[DocStatus | None, typer.Option("--status", help="Only documents in this state.")] = None,
+    home: HomeOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Show ingested documents with their status and chunk counts."""
+
+    def go() -> int:
+        from citewise.index.registry import Registry
+
+        settings = _settings(home)
+        records = Registry(settings.index_dir / "registry.sqlite3").list(owner=owner, status=status)
+        if as_json:
+            print(json.dumps([r.model_dump(mode="json", exclude={"file_hash"}) for r in records]))
+            return 0
+        if not records:
+            out.print("No documents. Add some with `citewise ingest PATH`.")
+            return 0
+        table = Table()
+        for column in ("doc_id", "file", "owner", "status", "chunks", "error"):
+            table.add_column(column, overflow="fold")
+        colours = {DocStatus.INDEXED: "green", DocStatus.FAILED: "red", DocStatus.PENDING: "yellow"}
+        for r in records:
+            table.add_row(
+                r.doc_id, r.source, r.owner, f"[{colours[r.status]}]{r.status}[/]", str(r.chunk_count), r.error or ""
+            )
+        out.print(table)
+        return 0
+
+    _run(go)
+
+
+@docs_app.command("remove")
+def docs_remove(
+    doc_id: Annotated[str, typer.Argument(help="Id from `citewise docs list`.", show_default=False)],
+    home: HomeOpt = None,
+) -> None:
+    """Delete one document and its chunks from the index."""
+
+    def go() -> int:
+        from citewise.index.knowledge_base import KnowledgeBase
+        from citewise.ingest.pipeline import remove_document
+
+        record = remove_document(KnowledgeBase(_settings(home)), doc_id)
+        out.print(f"Removed {record.source} ({record.chunk_count} chunks).", highlight=False)
+        return 0
+
+    _run(go)
+
+
+@eval_app.command("retrieval")
+def eval_retrieval(
+    beir: Annotated[Path, typer.Option("--beir", help="BEIR folder: corpus.jsonl, queries.jsonl, qrels/SPLIT.tsv.")],
+    split: Annotated[str, typer.Option("--split", help="Which qrels file to use.")] = "test",
+    mode: Annotated[str, typer.Option("--mode", help="hybrid, dense, lexical or all.")] = "all",
+    as_json: JsonOpt = False,
+) -> None:
+    """nDCG@10, Recall@10/100 and MRR@10 per retrieval mode, on a BEIR-format dataset (in a temporary home)."""
+
+    def go() -> int:
+        from citewise.eval.retrieval import evaluate, load_beir
+
+        if mode == "all":
+            modes = list(RetrievalMode)
+        else:
+            try:
+                modes = [RetrievalMode(mode)]
+            except ValueError:
+                raise CitewiseError(f"Unknown --mode {mode!r}; use hybrid, dense, lexical or all") from None
+        dataset = load_beir(beir, split)
+        with _progress(not as_json) as progress:
+            results = evaluate(_settings(None), dataset, modes, progress=progress)
+        if as_json:
+            print(json.dumps(results))
+            return 0
+        table = Table(title=f"{beir.name} ({results['queries']} queries, {results['corpus']} documents)")
+        metrics = ["ndcg@10", "recall@10", "recall@100", "mrr@10"]
+        for column in ["mode", *metrics]:
+            table.add_column(column, justify="right")
+        for name, figures in results["modes"].items():
+            table.add_row(name, *(f"{figures[m]:.4f}" for m in metrics))
+        out.print(table)
+        out.print(
+            f"ingest {results['ingest_s']:.1f}s · query p50 {results['query_p50_ms']:.1f} ms · "
+            f"p95 {results['query_p95_ms']:.1f} ms"
+        )
+        return 0
+
+    _run(go)
+
+
+def main() -> None:
+    app()
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())
