@@ -154,7 +154,9 @@ def ingest(
 @app.command()
 def search(
     query: Annotated[str, typer.Argument(help="What to look for.", show_default=False)],
-    k: Annotated[int, typer.Option("--k", help="Number of chunks (1-10).")] = 5,
+    k: Annotated[
+        int | None, typer.Option("--k", help="Number of chunks (1-10; default retrieval.top_k = 5).", show_default=False)
+    ] = None,
     mode: Annotated[RetrievalMode | None, typer.Option("--mode", help="hybrid (default), dense or lexical.")] = None,
     owner: OwnerOpt = None,
     module: Annotated[str | None, typer.Option("--module", help="Only chunks from this top-level folder.")] = None,

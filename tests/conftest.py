@@ -1,0 +1,57 @@
+"""Shared fixtures. Everything is real: LanceDB on disk in a temp dir, the bundled MiniLM model on the CPU.
+
+The embedding model is loaded once per test session (it takes seconds) and shared by every knowledge base the
+tests build; tests that must prove the model is *not* loaded run in a subprocess instead.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from pathlib import Path
+
+import pytest
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+
+from citewise.index.embeddings import LocalEmbedder  # noqa: E402
+from citewise.index.knowledge_base import KnowledgeBase  # noqa: E402
+from citewise.settings import DEFAULT_EMBEDDINGS, Settings  # noqa: E402
+
+FIXTURES = Path(__file__).parent / "fixtures"
+CORPUS = FIXTURES / "corpus"
+BROKEN = FIXTURES / "broken"
+
+
+@pytest.fixture(scope="session")
+def embedder() -> LocalEmbedder:
+    return LocalEmbedder(DEFAULT_EMBEDDINGS, "all-MiniLM-L6-v2")
+
+
+@pytest.fixture
+def settings(tmp_path: Path) -> Settings:
+    return Settings(home=tmp_path / "home")
+
+
+@pytest.fixture
+def make_kb(embedder):
+    """Build a KnowledgeBase on given settings that shares the session's loaded model."""
+
+    def make(settings: Settings) -> KnowledgeBase:
+        return KnowledgeBase(settings, embedder=embedder)
+
+    return make
+
+
+@pytest.fixture
+def kb(settings, make_kb) -> KnowledgeBase:
+    return make_kb(settings)
+
+
+@pytest.fixture
+def corpus(tmp_path: Path) -> Path:
+    """A private copy of the fixture corpus that a test may edit, delete from or add to."""
+    target = tmp_path / "corpus"
+    shutil.copytree(CORPUS, target)
+    return target

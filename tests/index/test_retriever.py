@@ -1,0 +1,185 @@
+"""Retrieval behaviour on a real index: modes, owner scoping, validation, the min-score gate, cache, selected text."""
+
+from __future__ import annotations
+
+import pytest
+
+from citewise.errors import ValidationError
+from citewise.index.retriever import Retriever, reciprocal_rank_fusion
+from citewise.ingest.pipeline import Ingestor
+from citewise.types import ScoredChunk
+
+PAGES = {
+    "ops/backups.md": (
+        "# Backups\n\nSnapshots of the ledger are taken nightly at 02:00 UTC and kept for 35 days.\n\n"
+        "## Restoring\n\nRun `ledgerctl restore --snapshot ID` to roll the ledger back to a snapshot.\n"
+    ),
+    "ops/scaling.md": (
+        "# Scaling\n\nAdd worker nodes with `ledgerctl scale --workers 8`. Each worker handles about 900 "
+        "transactions per second.\n"
+    ),
+    "dev/auth.md": (
+        "# Authentication\n\nClients authenticate with an API token sent in the `X-Ledger-Token` header. "
+        "Tokens expire after 90 days and can be rotated from the console.\n"
+    ),
+}
+SECRET = "# Salaries\n\nThe compensation band for staff engineers is confidential, reviewed every March.\n"
+
+
+@pytest.fixture
+def docs(tmp_path):
+    root = tmp_path / "docs"
+    for rel, text in PAGES.items():
+        (root / rel).parent.mkdir(parents=True, exist_ok=True)
+        (root / rel).write_text(text)
+    return root
+
+
+@pytest.fixture
+def indexed(kb, docs, tmp_path):
+    Ingestor(kb).ingest_paths([docs])
+    private = tmp_path / "private"
+    private.mkdir()
+    (private / "salaries.md").write_text(SECRET)
+    Ingestor(kb, owner="alice").ingest_paths([private])
+    return kb
+
+
+@pytest.mark.parametrize("mode", ["hybrid", "dense", "lexical"])
+def test_each_mode_finds_the_answering_chunk_first(indexed, mode):
+    result = Retriever(indexed).search("How long are ledger snapshots kept?", 3, mode=mode)
+    assert not result.empty and result.mode == mode
+    top = result.chunks[0]
+    assert top.filename == "backups.md" and "35 days" in top.text
+    assert top.module == "ops" and top.chapter == "Backups"
+    assert [c.score for c in result.chunks] == sorted((c.score for c in result.chunks), reverse=True)
+
+
+def test_hybrid_carries_both_scores_and_passes_the_gate(indexed):
+    result = Retriever(indexed).search("which header carries the API token", 5)
+    assert result.chunks[0].filename == "auth.md"
+    assert all(c.dense_score is not None and c.dense_score >= indexed.settings.retrieval.min_score for c in result.chunks)
+    assert result.chunks[0].lexical_score is not None
+
+
+def test_owner_scoping_is_enforced_in_every_mode(indexed):
+    retriever = Retriever(indexed)
+    query = "compensation band for staff engineers"
+    for mode in ("hybrid", "dense", "lexical"):
+        for owner in (None, "bob", "public"):
+            found = retriever.search(query, 10, owner=owner, mode=mode).chunks
+            assert all(c.owner == "public" for c in found), (mode, owner)
+        mine = retriever.search(query, 10, owner="alice", mode=mode).chunks
+        assert mine and mine[0].filename == "salaries.md" and mine[0].owner == "alice"
+
+
+def test_owner_and_filter_values_cannot_inject_into_the_filter(indexed):
+    retriever = Retriever(indexed)
+    with pytest.raises(ValidationError, match="owner"):
+        retriever.search("salaries", owner="x' OR owner = 'alice")
+    # A quote inside a filter value is escaped, not interpreted: it simply matches nothing.
+    result = retriever.search("compensation", filters={"module": "ops' OR owner = 'alice"}, mode="lexical")
+    assert result.empty
+    with pytest.raises(ValidationError, match="filter"):
+        retriever.search("x", filters={"owner": "alice"})
+
+
+def test_metadata_filter(indexed):
+    result = Retriever(indexed).search("ledgerctl command", 10, filters={"module": "dev"}, mode="lexical")
+    assert all(c.module == "dev" for c in result.chunks)
+    result = Retriever(indexed).search("ledgerctl", 10, filters={"module": "ops"}, mode="lexical")
+    assert {c.filename for c in result.chunks} == {"backups.md", "scaling.md"}
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"query": ""}, "empty"),
+        ({"query": "   \n"}, "empty"),
+        ({"query": "x" * 10_001}, "limit"),
+        ({"query": "ok", "top_k": 0}, "top_k"),
+        ({"query": "ok", "top_k": 11}, "top_k"),
+        ({"query": "ok", "top_k": "5"}, "top_k"),
+        ({"query": "ok", "mode": "semantic"}, "mode"),
+    ],
+)
+def test_bad_requests_are_clear_validation_errors(indexed, kwargs, message):
+    with pytest.raises(ValidationError, match=message):
+        Retriever(indexed).search(**kwargs)
+
+
+def test_unrelated_question_is_flagged_empty(indexed):
+    result = Retriever(indexed).search("What is the recipe for a chocolate souffle?", 5)
+    assert result.empty and result.chunks == []
+
+
+def test_empty_index_answers_empty_without_loading_a_model(settings):
+    from citewise.index.embeddings import LocalEmbedder
+    from citewise.index.knowledge_base import KnowledgeBase
+
+    embedder = LocalEmbedder("local:all-MiniLM-L6-v2", "all-MiniLM-L6-v2")
+    result = Retriever(KnowledgeBase(settings, embedder=embedder)).search("anything")
+    assert result.empty and embedder.load_count == 0
+
+
+def test_cache_hits_and_any_ingest_invalidates(indexed, docs):
+    retriever = Retriever(indexed)
+    first = retriever.search("nightly snapshots", 3)
+    again = retriever.search("nightly snapshots", 3)
+    assert not first.cached and again.cached
+    assert again.model_copy(update={"cached": False}) == first
+    assert not retriever.search("nightly snapshots", 4).cached  # different settings, different key
+
+    (docs / "ops" / "backups.md").write_text("# Backups\n\nSnapshots are taken hourly and kept for 7 days.\n")
+    Ingestor(indexed).ingest_paths([docs])
+    fresh = retriever.search("nightly snapshots", 3)
+    assert not fresh.cached and "7 days" in fresh.chunks[0].text
+
+
+def test_empty_results_are_not_cached(indexed):
+    retriever = Retriever(indexed)
+    assert retriever.search("chocolate souffle recipe").empty
+    assert not retriever.search("chocolate souffle recipe").cached
+
+
+def test_ingest_in_another_process_is_seen(indexed, docs, make_kb):
+    retriever = Retriever(indexed)
+    assert retriever.search("quarterly audit", mode="lexical").empty
+    writer = make_kb(indexed.settings)  # a second handle, as a separate `citewise ingest` would open
+    (docs / "ops" / "audit.md").write_text("# Audit\n\nA quarterly audit reviews every ledger entry.\n")
+    Ingestor(writer).ingest_paths([docs])
+    assert retriever.search("quarterly audit", mode="lexical").chunks[0].filename == "audit.md"
+
+
+def test_selected_text_searches_only_that_text_and_stores_nothing(indexed):
+    before = sorted(p.name for p in indexed.dir.rglob("*"))
+    version = indexed.store.version()
+    selected = (
+        "Release notes.\n\nThe turbine module now spins at 4,200 rpm by default.\n\n"
+        "The ledger snapshot retention changed to 60 days in this release."
+    )
+    result = Retriever(indexed).search("How long are ledger snapshots kept?", 5, selected_text=selected)
+    assert not result.empty
+    assert all(c.filename == "selected text" and c.text in selected for c in result.chunks)
+    assert "60 days" in result.chunks[0].text
+    assert sorted(p.name for p in indexed.dir.rglob("*")) == before and indexed.store.version() == version
+    with pytest.raises(ValidationError, match="selected_text"):
+        Retriever(indexed).search("q", selected_text="  ")
+
+
+def _sc(chunk_id: str, dense: float | None = None, lex: float | None = None) -> ScoredChunk:
+    return ScoredChunk(chunk_id=chunk_id, doc_id="d", chunk_index=0, text=chunk_id, filename="f", score=0.0,
+                       dense_score=dense, lexical_score=lex)
+
+
+def test_reciprocal_rank_fusion_by_hand():
+    dense = [_sc("a", dense=0.9), _sc("b", dense=0.8), _sc("c", dense=0.7)]
+    lexical = [_sc("c", lex=5.0), _sc("a", lex=3.0), _sc("d", lex=1.0)]
+    fused = reciprocal_rank_fusion([dense, lexical], k=60)
+    # a: 1/61 + 1/62 = 0.032522…; c: 1/63 + 1/61 = 0.032266…; b: 1/62; d: 1/63
+    assert [c.chunk_id for c in fused] == ["a", "c", "b", "d"]
+    assert fused[0].score == pytest.approx(1 / 61 + 1 / 62)
+    assert (fused[1].dense_score, fused[1].lexical_score) == (0.7, 5.0)
+    # exact ties break by best single-list rank, then by id: the order never depends on dict or set order
+    tie = reciprocal_rank_fusion([[_sc("y"), _sc("x")], [_sc("x"), _sc("y")]])
+    assert [c.chunk_id for c in tie] == ["x", "y"]
