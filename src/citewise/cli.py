@@ -54,9 +54,7 @@ def _settings(home: Path | None, **overrides) -> Settings:
         raise CitewiseError(f"Invalid configuration: {exc.errors()[0]['loc']}: {exc.errors()[0]['msg']}") from exc
     for section, values in overrides.items():
         if values:
-            settings = settings.model_copy(
-                update={section: getattr(settings, section).model_copy(update=values)}
-            )
+            settings = settings.model_copy(update={section: getattr(settings, section).model_copy(update=values)})
     return settings
 
 
@@ -110,7 +108,8 @@ def ingest(
     owner: OwnerOpt = None,
     prune: Annotated[bool, typer.Option("--prune", help="Remove documents under PATHS whose files are gone.")] = False,
     glob: Annotated[
-        list[str] | None, typer.Option("--glob", help="File pattern inside folders (repeatable); default: all supported.")
+        list[str] | None,
+        typer.Option("--glob", help="Pattern inside folders (repeatable); default: all supported."),
     ] = None,
     base_url: Annotated[
         str | None, typer.Option("--base-url", help="Published docs URL; source_url = base + relative path.")
@@ -155,7 +154,8 @@ def ingest(
 def search(
     query: Annotated[str, typer.Argument(help="What to look for.", show_default=False)],
     k: Annotated[
-        int | None, typer.Option("--k", help="Number of chunks (1-10; default retrieval.top_k = 5).", show_default=False)
+        int | None,
+        typer.Option("--k", help="Chunks to return, 1-10 (default: retrieval.top_k).", show_default=False),
     ] = None,
     mode: Annotated[RetrievalMode | None, typer.Option("--mode", help="hybrid (default), dense or lexical.")] = None,
     owner: OwnerOpt = None,
@@ -192,15 +192,12 @@ def search(
                 floor = kb.settings.retrieval.min_score
                 out.print(f"No chunk is relevant enough (minimum cosine similarity {floor}).")
             return 0
-        table = Table(show_lines=True)
-        for column in ("#", "score", "file", "chapter", "text"):
-            table.add_column(column, overflow="fold")
         for rank, chunk in enumerate(result.chunks, 1):
-            score = f"{chunk.score:.4f}" + (f"\ncos {chunk.dense_score:.2f}" if chunk.dense_score is not None else "")
             where = chunk.filename + (f" p.{chunk.page}" if chunk.page else "")
-            snippet = chunk.text if len(chunk.text) <= 300 else chunk.text[:300] + "…"
-            table.add_row(str(rank), score, where, chunk.chapter or chunk.title, snippet)
-        out.print(table)
+            scores = f"score {chunk.score:.4f}" + (f", cosine {chunk.dense_score:.2f}" if chunk.dense_score else "")
+            out.print(f"[bold]{rank}. {where}[/] — {chunk.chapter or chunk.title}  [dim]({scores})[/]", highlight=False)
+            snippet = " ".join(chunk.text.split())
+            out.print("   " + (snippet if len(snippet) <= 320 else snippet[:320] + "…"), highlight=False, markup=False)
         return 0
 
     _run(go)

@@ -80,7 +80,11 @@ class LocalEmbedder:
                 # Never reach for a model hub: everything must come from disk.
                 os.environ.setdefault("HF_HUB_OFFLINE", "1")
                 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+                os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
                 from sentence_transformers import SentenceTransformer
+                from transformers.utils import logging as hf_logging
+
+                hf_logging.disable_progress_bar()  # our own Rich bars report progress; no second set of bars
 
                 self._model = SentenceTransformer(self._model_path(), device="cpu")
                 self.load_count += 1

@@ -7,9 +7,13 @@ incrementally by `optimize()`; rows written since are still searched (flat), so 
 
 from __future__ import annotations
 
+import os
 from collections.abc import Sequence
 from datetime import timedelta
 from pathlib import Path
+
+# Lance logs deprecation chatter from Rust at WARN; users should only see our own messages.
+os.environ.setdefault("LANCE_LOG", "error")
 
 import lancedb
 import numpy as np
@@ -175,7 +179,7 @@ class LanceStore:
         if where:
             query = query.where(where, prefilter=True)
         try:
-            rows = query.select(_CHUNK_COLUMNS).limit(limit).to_list()
+            rows = query.select([*_CHUNK_COLUMNS, "_distance"]).limit(limit).to_list()
         except Exception as exc:
             raise RetrievalError(f"Vector search failed: {exc}") from exc
         return self._scored(rows, None, lexical=False)
@@ -183,7 +187,7 @@ class LanceStore:
     def lexical(self, text: str, limit: int, where: str | None, vector: np.ndarray | None) -> list[ScoredChunk]:
         if self._table is None or not text.strip():
             return []
-        columns = [*_CHUNK_COLUMNS, "vector"] if vector is not None else _CHUNK_COLUMNS
+        columns = [*_CHUNK_COLUMNS, "_score", *(["vector"] if vector is not None else [])]
         query = self._table.search(text, query_type="fts", fts_columns="search_text")
         if where:
             query = query.where(where, prefilter=True)
