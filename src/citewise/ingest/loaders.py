@@ -1,0 +1,668 @@
+"""Loaders: one file (or in-memory text) → a `ParsedDocument` of `Block`s in reading order.
+
+Each format goes through a maintained parser and comes out as the same thing: TEXT blocks of readable markdown
+(inline code backticks and link URLs kept, because grounding later looks for code identifiers and URLs in chunks),
+CODE blocks re-emitted as fenced blocks, TABLE blocks rendered as pipe tables, each under the heading path it sits
+in and, for PDFs, on its page.
+
+- Markdown / MDX: python-frontmatter for metadata, markdown-it-py's token stream for structure. TEXT blocks are
+  sliced from the source lines via the tokens' line maps, so what gets indexed is what the author wrote.
+- HTML: trafilatura finds the main content and writes it as markdown, which then takes the markdown path.
+- PDF: pypdf, text per page. reStructuredText: docutils doctree. Plain text: paragraphs.
+
+Every failure, including a parser's own exception, leaves `load_file` as an `IngestError` naming the file.
+trafilatura and pypdf are imported where they are used: together they take ~0.7 s to import, and the retriever
+imports this module for plain text only.
+"""
+
+from __future__ import annotations
+
+import copy
+import functools
+import io
+import re
+import textwrap
+from collections.abc import Iterator, Sequence
+from datetime import date, datetime
+from pathlib import Path
+from typing import Any
+
+import frontmatter
+import lxml.html
+from docutils import nodes
+from docutils.core import publish_doctree
+from docutils.parsers.rst import directives
+from docutils.parsers.rst.directives.body import CodeBlock
+from markdown_it import MarkdownIt
+from markdown_it.token import Token
+
+from citewise.errors import IngestError
+from citewise.types import Block, BlockKind, ParsedDocument
+
+SUPPORTED_SUFFIXES: frozenset[str] = frozenset({".md", ".markdown", ".mdx", ".html", ".htm", ".pdf", ".rst", ".txt"})
+
+# Front matter keys, first match wins. Modification dates come before `date`: a chunk's date says how fresh it is.
+_URL_KEYS = ("source_url", "url", "canonical_url", "canonical", "permalink", "link")
+_DATE_KEYS = ("last_updated", "last_modified", "lastmod", "modified", "updated", "date")
+_TITLE_FROM_FIRST_LINE_MAX = 80
+
+_WORD = re.compile(r"\w")
+_CODE_SPAN = re.compile(r"(`+)[^`\n]+?\1")
+_MD_ESCAPE = re.compile(r"\\([\\`*_{}\[\]()#+\-.!<>~|])")
+_BLANK_LINES = re.compile(r"\n\s*\n")
+_WHITESPACE = re.compile(r"\s+")
+
+
+def load_file(path: Path, *, source: str) -> ParsedDocument:
+    """Parse the file at `path`. Raises `IngestError` (message starts with the file name) for anything wrong."""
+    name = path.name
+    suffix = path.suffix.lower()
+    if suffix not in SUPPORTED_SUFFIXES:
+        supported = " ".join(sorted(SUPPORTED_SUFFIXES))
+        raise IngestError(f"{name}: unsupported file type {suffix or '(no suffix)'!r}; supported: {supported}")
+    try:
+        data = path.read_bytes()
+    except OSError as exc:
+        raise IngestError(f"{name}: cannot read file: {exc.strerror or exc}") from exc
+    if not data.strip():
+        raise IngestError(f"{name}: file is empty")
+    try:
+        if suffix == ".pdf":
+            doc = _parse_pdf(data, source=source, filename=name)
+        elif suffix in (".html", ".htm"):
+            doc = parse_html(_decode_html(data, name), source=source, filename=name)
+        else:
+            text = _decode(data, name)
+            if suffix == ".rst":
+                doc = parse_rst(text, source=source, filename=name)
+            elif suffix == ".txt":
+                doc = parse_plain_text(text, source=source, filename=name)
+            else:
+                doc = parse_markdown(text, source=source, filename=name, mdx=suffix == ".mdx")
+    except IngestError:
+        raise
+    except Exception as exc:  # a parser's own exception must still say which file, and never escape raw
+        raise IngestError(f"{name}: could not parse {suffix[1:].upper()}: {type(exc).__name__}: {exc}") from exc
+    if not doc.blocks:
+        hint = " (a scanned PDF without a text layer?)" if suffix == ".pdf" else ""
+        raise IngestError(f"{name}: no extractable text{hint}")
+    return doc
+
+
+# -- decoding ----------------------------------------------------------------------------------------------------
+def _decode(data: bytes, name: str) -> str:
+    try:
+        return data.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        raise IngestError(f"{name}: not valid UTF-8 (bad byte at offset {exc.start}); re-save it as UTF-8") from exc
+
+
+_META_CHARSET = re.compile(rb"""<meta[^>]+charset\s*=\s*["']?\s*([A-Za-z0-9_.:-]+)""", re.IGNORECASE)
+
+
+def _decode_html(data: bytes, name: str) -> str:
+    """UTF-8 first; a page that declares another charset in a <meta> tag is decoded with that one."""
+    try:
+        return data.decode("utf-8-sig")
+    except UnicodeDecodeError:
+        declared = _META_CHARSET.search(data[:4096])
+        if declared:
+            try:
+                return data.decode(declared.group(1).decode("ascii"))
+            except (LookupError, UnicodeDecodeError):
+                pass
+        return _decode(data, name)
+
+
+# -- metadata ----------------------------------------------------------------------------------------------------
+def _prettify_stem(filename: str) -> str:
+    stem = _WHITESPACE.sub(" ", re.sub(r"[-_.]+", " ", Path(filename).stem)).strip()
+    return stem[:1].upper() + stem[1:] if stem else filename
+
+
+def _jsonable(value: Any) -> Any:
+    if isinstance(value, date | datetime):
+        return value.isoformat()
+    if isinstance(value, dict):
+        return {str(k): _jsonable(v) for k, v in value.items()}
+    if isinstance(value, list | tuple | set):
+        return [_jsonable(v) for v in value]
+    return value
+
+
+def _iso_date(value: Any) -> str | None:
+    if isinstance(value, datetime):
+        return value.date().isoformat()
+    if isinstance(value, date):
+        return value.isoformat()
+    if isinstance(value, str):
+        try:
+            return datetime.fromisoformat(value.strip().replace("Z", "+00:00")).date().isoformat()
+        except ValueError:
+            return None
+    return None
+
+
+def _split_front_matter(text: str, filename: str) -> tuple[dict[str, Any], str]:
+    try:
+        post = frontmatter.loads(text)
+    except Exception as exc:
+        detail = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        raise IngestError(f"{filename}: invalid front matter: {detail}") from exc
+    if not isinstance(post.metadata, dict):
+        raise IngestError(f"{filename}: front matter must be a mapping of keys to values")
+    return dict(post.metadata), post.content
+
+
+def _document_fields(meta: dict[str, Any]) -> dict[str, Any]:
+    """Front matter → title/source_url/date; whatever is not used for those stays in `metadata`."""
+    rest = dict(meta)
+    title = rest.pop("title", None)
+    source_url = None
+    for key in _URL_KEYS:
+        value = rest.get(key)
+        if isinstance(value, str) and value.strip().startswith(("http://", "https://")):
+            source_url = value.strip()
+            del rest[key]
+            break
+    found_date = None
+    for key in _DATE_KEYS:
+        found_date = _iso_date(rest.get(key))
+        if found_date:
+            del rest[key]
+            break
+    return {
+        "title": str(title).strip() if title is not None else "",
+        "source_url": source_url,
+        "date": found_date,
+        "metadata": _jsonable(rest),
+    }
+
+
+# -- markdown ----------------------------------------------------------------------------------------------------
+@functools.cache
+def _markdown_parser(*, mdx: bool) -> MarkdownIt:
+    md = MarkdownIt("commonmark").enable(["table", "strikethrough"])
+    if mdx:
+        md.disable("code")  # MDX has no indented code: component children are often indented prose
+    return md
+
+
+def parse_markdown(text: str, *, source: str, filename: str, mdx: bool = False) -> ParsedDocument:
+    """Markdown (or MDX) text → document. Front matter supplies title, source_url, date and metadata."""
+    meta, body = _split_front_matter(_normalize_newlines(text), filename)
+    if mdx:
+        body = _strip_mdx(body)
+    blocks, first_h1 = _markdown_blocks(body, mdx=mdx)
+    fields = _document_fields(meta)
+    fields["title"] = fields["title"] or first_h1 or _prettify_stem(filename)
+    return ParsedDocument(source=source, filename=filename, blocks=blocks, **fields)
+
+
+def _normalize_newlines(text: str) -> str:
+    return text.replace("\r\n", "\n").replace("\r", "\n")
+
+
+def _unescape_markdown(text: str) -> str:
+    """Drop backslash escapes outside code spans: an identifier must read `max_retries`, not `max\\_retries`."""
+    out, last = [], 0
+    for span in _CODE_SPAN.finditer(text):
+        out.append(_MD_ESCAPE.sub(r"\1", text[last : span.start()]))
+        out.append(span.group(0))
+        last = span.end()
+    out.append(_MD_ESCAPE.sub(r"\1", text[last:]))
+    return "".join(out)
+
+
+def _inline_plain(token: Token) -> str:
+    parts = []
+    for child in token.children or []:
+        if child.type in ("text", "code_inline"):
+            parts.append(child.content)
+        elif child.type in ("softbreak", "hardbreak"):
+            parts.append(" ")
+    return _WHITESPACE.sub(" ", "".join(parts)).strip()
+
+
+def _fenced(code: str, language: str = "") -> str:
+    longest = max((len(run) for run in re.findall(r"`{3,}", code)), default=0)
+    fence = "`" * max(3, longest + 1)
+    return f"{fence}{language}\n{code.rstrip(chr(10))}\n{fence}"
+
+
+def _pipe_table(rows: Sequence[Sequence[str]]) -> str:
+    width = max(len(row) for row in rows)
+    padded = [[cell.replace("|", "\\|") for cell in row] + [""] * (width - len(row)) for row in rows]
+    lines = ["| " + " | ".join(row) + " |" for row in padded]
+    lines.insert(1, "| " + " | ".join(["---"] * width) + " |")
+    return "\n".join(lines)
+
+
+def _markdown_table(tokens: Sequence[Token]) -> str:
+    rows: list[list[str]] = []
+    for token in tokens:
+        if token.type == "tr_open":
+            rows.append([])
+        elif token.type == "inline" and rows:
+            rows[-1].append(_unescape_markdown(token.content).strip())
+    return _pipe_table(rows) if rows else ""
+
+
+def _closing_index(tokens: Sequence[Token], start: int) -> int:
+    if tokens[start].nesting != 1:
+        return start
+    depth = 0
+    for index in range(start, len(tokens)):
+        depth += tokens[index].nesting
+        if depth == 0:
+            return index
+    return len(tokens) - 1
+
+
+def _code_text(token: Token) -> str:
+    language = token.info.split()[0] if token.type == "fence" and token.info.strip() else ""
+    return _fenced(token.content, language)
+
+
+def _markdown_blocks(body: str, *, mdx: bool = False) -> tuple[list[Block], str]:
+    tokens = _markdown_parser(mdx=mdx).parse(body)
+    lines = body.split("\n")
+    blocks: list[Block] = []
+    path: list[tuple[int, str]] = []  # (heading level, heading text), outermost first
+    first_h1 = ""
+
+    def add(kind: BlockKind, text: str) -> None:
+        if kind == BlockKind.TEXT:
+            text = _unescape_markdown(textwrap.dedent(text)).strip()
+            if not _WORD.search(text):  # leftover markup ("---", a lone ">") says nothing
+                return
+        if text.strip():
+            blocks.append(Block(kind=kind, text=text, headings=tuple(t for _, t in path)))
+
+    def add_html(raw: str) -> None:
+        add(BlockKind.TEXT, re.sub(r"<[^>]*>", " ", re.sub(r"<!--.*?-->", " ", raw, flags=re.DOTALL)))
+
+    index = 0
+    while index < len(tokens):
+        token = tokens[index]
+        end = _closing_index(tokens, index)
+        if token.type == "heading_open":
+            level, text = int(token.tag[1:]), _inline_plain(tokens[index + 1])
+            path[:] = [(lvl, t) for lvl, t in path if lvl < level]
+            if text:
+                path.append((level, text))
+            if level == 1 and not first_h1:
+                first_h1 = text
+        elif token.type in ("fence", "code_block"):
+            add(BlockKind.CODE, _code_text(token))
+        elif token.type == "table_open":
+            add(BlockKind.TABLE, _markdown_table(tokens[index : end + 1]))
+        elif token.type == "html_block":
+            add_html(token.content)
+        elif token.map and token.type != "hr":
+            # A paragraph, list or blockquote: the author's own lines, except that code and tables nested inside a
+            # list or quote are carved out so they stay atomic CODE/TABLE blocks.
+            cursor, stop = token.map
+            inner = index + 1
+            while inner < end:
+                nested = tokens[inner]
+                if nested.map and nested.type in ("fence", "code_block", "table_open"):
+                    add(BlockKind.TEXT, "\n".join(lines[cursor : nested.map[0]]))
+                    if nested.type == "table_open":
+                        table_end = _closing_index(tokens, inner)
+                        add(BlockKind.TABLE, _markdown_table(tokens[inner : table_end + 1]))
+                        inner = table_end
+                    else:
+                        add(BlockKind.CODE, _code_text(nested))
+                    cursor = nested.map[1]
+                inner += 1
+            add(BlockKind.TEXT, "\n".join(lines[cursor:stop]))
+        index = end + 1
+    return blocks, first_h1
+
+
+# -- MDX ---------------------------------------------------------------------------------------------------------
+_FENCE_OPEN = re.compile(r"^\s*(`{3,}|~{3,})")
+_ESM_LINE = re.compile(r"^(import|export)\b")
+_JSX_ATTRS = r"""(?:\s+[^\s=>/]+(?:\s*=\s*(?:"[^"]*"|'[^']*'|\{(?:[^{}]|\{[^{}]*\})*\}|[^\s>]+))?)*"""
+_MDX_NOISE = re.compile(
+    r"(?P<code>(`+)[^`\n]+?\2)"  # inline code is content: matched first so nothing inside it is stripped
+    r"|(?P<comment>\{/\*.*?\*/\})"
+    rf"|(?P<tag></?[A-Za-z][\w.:-]*{_JSX_ATTRS}\s*/?>|<>|</>)",
+    re.DOTALL,
+)
+
+
+def _bracket_depth(line: str) -> int:
+    return sum(line.count(c) for c in "{[(") - sum(line.count(c) for c in "}])")
+
+
+def _strip_mdx(body: str) -> str:
+    """Remove MDX-only syntax (ESM import/export, JSX tags, `{/* */}` comments); keep the text inside components.
+
+    Code fences pass through untouched. Indented component children need no dedent: with markdown-it's indented-code
+    rule disabled (as MDX itself does), indented paragraphs and fences parse as such.
+    """
+    out: list[str] = []
+    prose: list[str] = []
+
+    def flush_prose() -> None:
+        if prose:
+            out.append(_MDX_NOISE.sub(lambda m: m.group("code") or "", "\n".join(prose)))
+            prose.clear()
+
+    lines = body.split("\n")
+    index = 0
+    while index < len(lines):
+        line = lines[index]
+        fence = _FENCE_OPEN.match(line)
+        if fence:
+            flush_prose()
+            marker = fence.group(1)
+            closing = re.compile(rf"^\s*{re.escape(marker[0])}{{{len(marker)},}}\s*$")
+            end = index + 1
+            while end < len(lines) and not closing.match(lines[end]):
+                end += 1
+            out.append("\n".join(lines[index : end + 1]))
+            index = end + 1
+            continue
+        if _ESM_LINE.match(line):
+            # An import/export statement may span lines; it ends when its brackets balance.
+            depth = _bracket_depth(line)
+            while depth > 0 and index + 1 < len(lines):
+                index += 1
+                depth += _bracket_depth(lines[index])
+            index += 1
+            continue
+        prose.append(line)
+        index += 1
+    flush_prose()
+    return "\n".join(out)
+
+
+# -- HTML --------------------------------------------------------------------------------------------------------
+_PRESERVE_WHITESPACE = frozenset({"pre", "textarea", "listing", "xmp", "plaintext"})
+_NEVER_CONTENT = frozenset({"script", "style", "noscript", "template", "nav", "iframe", "svg", "button"})
+_BLOCK_TAGS = frozenset(
+    {"address", "article", "aside", "blockquote", "body", "dd", "div", "dl", "dt", "figcaption", "figure", "hr"}
+    | {"h1", "h2", "h3", "h4", "h5", "h6", "li", "main", "ol", "p", "pre", "section", "table", "tbody", "td"}
+    | {"tfoot", "th", "thead", "tr", "ul"}
+)
+
+
+def parse_html(html: str, *, source: str, filename: str) -> ParsedDocument:
+    """HTML page → document: trafilatura's main-content markdown, or the body text if trafilatura finds none."""
+    import trafilatura
+
+    html = re.sub(r"^\s*<\?xml[^>]*\?>", "", html)  # lxml refuses str input that declares an encoding
+    tree = lxml.html.document_fromstring(html)
+    title_el = tree.find(".//title")
+    page_title = _WHITESPACE.sub(" ", title_el.text_content()).strip() if title_el is not None else ""
+    _clean_html_tree(tree)
+    markdown = trafilatura.extract(
+        copy.deepcopy(tree),
+        output_format="markdown",
+        include_tables=True,
+        include_formatting=True,
+        include_links=True,
+        include_comments=False,
+        favor_recall=True,
+        config=_trafilatura_config(),
+    )
+    extractor = "trafilatura"
+    blocks, first_h1 = _markdown_blocks(markdown or "")
+    if not blocks:  # trafilatura keeps nothing (or only a heading) of some tiny pages: take the body text instead
+        extractor = "lxml"
+        blocks, first_h1 = _markdown_blocks(_html_fallback_markdown(tree))
+    return ParsedDocument(
+        source=source,
+        filename=filename,
+        title=page_title or first_h1 or _prettify_stem(filename),
+        blocks=blocks,
+        metadata={"extractor": extractor},
+    )
+
+
+@functools.cache
+def _trafilatura_config() -> Any:
+    from trafilatura.settings import DEFAULT_CONFIG
+
+    config = copy.deepcopy(DEFAULT_CONFIG)
+    # Docs pages are often short; under the default 250 chars trafilatura swaps to a structure-less baseline.
+    config["DEFAULT"]["MIN_EXTRACTED_SIZE"] = "1"
+    return config
+
+
+def _clean_html_tree(tree: Any) -> None:
+    """Drop what is never content, and collapse insignificant whitespace so paragraphs come out unwrapped."""
+    for element in list(tree.iter()):
+        if not isinstance(element.tag, str):
+            continue
+        tag = element.tag.lower()
+        chrome = tag in ("header", "footer") and not any(a.tag in ("article", "main") for a in element.iterancestors())
+        if tag in _NEVER_CONTENT or chrome:
+            element.drop_tree()
+    for element in tree.iter():
+        if not isinstance(element.tag, str):
+            continue
+        in_pre = any(a.tag in _PRESERVE_WHITESPACE for a in element.iterancestors())
+        if element.text and not in_pre and element.tag not in _PRESERVE_WHITESPACE:
+            element.text = _WHITESPACE.sub(" ", element.text)
+        if element.tail and not in_pre:
+            element.tail = _WHITESPACE.sub(" ", element.tail)
+
+
+def _html_fallback_markdown(tree: Any) -> str:
+    """Body text with headings and preformatted blocks kept, for pages trafilatura finds nothing in."""
+    parts: list[str] = []
+
+    def walk(element: Any) -> None:
+        tag = element.tag.lower() if isinstance(element.tag, str) else ""
+        if tag == "pre":
+            parts.append("\n\n" + _fenced(element.text_content()) + "\n\n")
+            return
+        block = tag in _BLOCK_TAGS
+        if block:
+            parts.append("\n\n" + ("#" * int(tag[1]) + " " if re.fullmatch(r"h[1-6]", tag) else ""))
+        if element.text and tag:
+            parts.append(element.text)
+        for child in element:
+            walk(child)
+            if child.tail:
+                parts.append(child.tail)
+        if block:
+            parts.append("\n\n")
+
+    body = tree.find(".//body")
+    walk(body if body is not None else tree)
+    return "\n\n".join(p.strip() for p in _BLANK_LINES.split("".join(parts)) if p.strip())
+
+
+# -- PDF ---------------------------------------------------------------------------------------------------------
+def _parse_pdf(data: bytes, *, source: str, filename: str) -> ParsedDocument:
+    from pypdf import PdfReader
+    from pypdf.errors import PyPdfError
+
+    try:
+        reader = PdfReader(io.BytesIO(data))
+        if reader.is_encrypted and not reader.decrypt(""):
+            raise IngestError(f"{filename}: PDF is password-protected")
+        pages = [page.extract_text() or "" for page in reader.pages]
+        info_title = (reader.metadata or {}).get("/Title")
+    except IngestError:
+        raise
+    except (PyPdfError, ValueError, KeyError, TypeError, AttributeError, IndexError) as exc:
+        raise IngestError(f"{filename}: broken or unreadable PDF ({type(exc).__name__}: {exc})") from exc
+    blocks = [
+        Block(text=paragraph, page=number)
+        for number, text in enumerate(pages, 1)
+        for paragraph in _paragraphs(text.replace("\x00", ""))
+    ]
+    title = str(info_title).strip() if info_title else ""
+    return ParsedDocument(
+        source=source,
+        filename=filename,
+        title=title or _prettify_stem(filename),
+        blocks=blocks,
+        metadata={"pages": len(pages)},
+    )
+
+
+def _paragraphs(text: str) -> Iterator[str]:
+    for paragraph in _BLANK_LINES.split(_normalize_newlines(text)):
+        paragraph = "\n".join(line.rstrip() for line in paragraph.strip().split("\n"))
+        if paragraph:
+            yield paragraph
+
+
+# -- reStructuredText --------------------------------------------------------------------------------------------
+# Sphinx spells docutils' `code` directive `code-block`; unregistered, its code would vanish into an error node.
+# (Checked first so a Sphinx running in the same process keeps its own directive.)
+for _sphinx_name in ("code-block", "sourcecode"):
+    if directives._directives.get(_sphinx_name) is None:
+        directives.register_directive(_sphinx_name, CodeBlock)
+
+_RST_SETTINGS = {
+    "report_level": 5,  # parser complaints go nowhere: a sloppy file still yields its text
+    "halt_level": 5,
+    "warning_stream": False,
+    "file_insertion_enabled": False,  # `.. include::` must not read files outside the corpus
+    "raw_enabled": False,
+    "syntax_highlight": "none",
+}
+
+
+def parse_rst(text: str, *, source: str, filename: str) -> ParsedDocument:
+    """reStructuredText → document, walking the docutils doctree."""
+    doctree = publish_doctree(text, settings_overrides=_RST_SETTINGS)
+    title = str(doctree.get("title", "")).strip()
+    metadata: dict[str, Any] = {}
+    doc_date = None
+    for info in doctree.findall(nodes.docinfo):
+        for field in info.children:
+            if isinstance(field, nodes.field):
+                key, value = field[0].astext().strip().lower(), field[1].astext().strip()
+            else:
+                key, value = field.tagname, field.astext().strip()
+            if key == "date" and _iso_date(value):
+                doc_date = _iso_date(value)
+            else:
+                metadata[key] = value
+    blocks: list[Block] = []
+    _rst_walk(doctree, (title,) if title else (), blocks)
+    return ParsedDocument(
+        source=source,
+        filename=filename,
+        title=title or _prettify_stem(filename),
+        blocks=blocks,
+        date=doc_date,
+        metadata=metadata,
+    )
+
+
+def _rst_walk(node: Any, headings: tuple[str, ...], blocks: list[Block]) -> None:
+    skipped = (
+        nodes.title,
+        nodes.subtitle,
+        nodes.docinfo,
+        nodes.comment,
+        nodes.system_message,
+        nodes.target,
+        nodes.substitution_definition,
+        nodes.raw,
+        nodes.decoration,
+    )
+    containers = (nodes.Admonition, nodes.block_quote, nodes.container, nodes.topic, nodes.sidebar, nodes.compound)
+    for child in node.children:
+        if isinstance(child, nodes.section):
+            _rst_walk(child, (*headings, child[0].astext().strip()), blocks)
+        elif isinstance(child, skipped):
+            continue
+        elif isinstance(child, nodes.literal_block | nodes.doctest_block):
+            blocks.append(Block(kind=BlockKind.CODE, text=_rst_code(child), headings=headings))
+        elif isinstance(child, nodes.table):
+            table = _rst_table(child)
+            if table:
+                blocks.append(Block(kind=BlockKind.TABLE, text=table, headings=headings))
+        elif isinstance(child, containers):
+            _rst_walk(child, headings, blocks)  # a note's literal block is still a CODE block
+        else:
+            text = _rst_text(child).strip()
+            if _WORD.search(text):
+                blocks.append(Block(text=text, headings=headings))
+
+
+def _rst_code(node: Any) -> str:
+    classes = [c for c in node.get("classes", []) if c != "code"]
+    return _fenced(node.astext(), classes[0] if classes else "")
+
+
+def _rst_inline(node: Any) -> str:
+    parts = []
+    for child in node.children:
+        if isinstance(child, nodes.Text):
+            parts.append(child.astext())
+        elif isinstance(child, nodes.literal):
+            parts.append(f"`{child.astext()}`")
+        elif isinstance(child, nodes.reference):
+            text, uri = _rst_inline(child), child.get("refuri")
+            parts.append(f"[{text}]({uri})" if uri and uri != text else text)
+        elif isinstance(child, nodes.strong):
+            parts.append(f"**{_rst_inline(child)}**")
+        elif isinstance(child, nodes.emphasis):
+            parts.append(f"*{_rst_inline(child)}*")
+        elif isinstance(child, nodes.problematic):
+            # An unknown (usually Sphinx) role such as :func:`orbitron.enqueue`: its target is code-like.
+            role = re.fullmatch(r":[\w.:+-]+:`(.+)`", child.astext(), re.DOTALL)
+            parts.append(f"`{role.group(1)}`" if role else child.astext())
+        elif isinstance(child, nodes.system_message | nodes.target):
+            continue
+        elif isinstance(child, nodes.Element):
+            parts.append(_rst_inline(child))
+    return "".join(parts)
+
+
+def _rst_text(node: Any) -> str:
+    """A body element as readable markdown: paragraphs keep inline code and links, lists keep their markers."""
+    if isinstance(node, nodes.paragraph):
+        return _rst_inline(node)
+    if isinstance(node, nodes.literal_block | nodes.doctest_block):
+        return _rst_code(node)
+    if isinstance(node, nodes.bullet_list | nodes.enumerated_list):
+        items = []
+        for number, item in enumerate(node.children, node.get("start", 1)):
+            marker = "-" if isinstance(node, nodes.bullet_list) else f"{number}."
+            body = "\n".join(_rst_text(part) for part in item.children)
+            items.append(f"{marker} " + body.replace("\n", "\n" + " " * (len(marker) + 1)))
+        return "\n".join(items)
+    if isinstance(node, nodes.definition_list_item | nodes.field):
+        term = _rst_inline(node[0])
+        body = "\n".join(_rst_text(part) for part in node[-1].children)
+        return f"{term}\n  " + body.replace("\n", "\n  ")
+    if isinstance(node, nodes.Element) and any(isinstance(c, nodes.Element) for c in node.children):
+        return "\n".join(_rst_text(c) for c in node.children if not isinstance(c, nodes.system_message))
+    return node.astext()
+
+
+def _rst_table(node: Any) -> str:
+    rows = [
+        [" ".join(_rst_text(part).replace("\n", " ") for part in entry.children).strip() for entry in row.children]
+        for row in node.findall(nodes.row)
+    ]
+    rows = [row for row in rows if row]
+    return _pipe_table(rows) if rows else ""
+
+
+# -- plain text --------------------------------------------------------------------------------------------------
+def parse_plain_text(text: str, *, source: str, filename: str, title: str = "") -> ParsedDocument:
+    """Plain text → one TEXT block per paragraph (paragraphs are separated by blank lines)."""
+    paragraphs = list(_paragraphs(text))
+    if not title and paragraphs:
+        first_line = paragraphs[0].split("\n", 1)[0].strip()
+        title = first_line if len(first_line) <= _TITLE_FROM_FIRST_LINE_MAX else ""
+    return ParsedDocument(
+        source=source,
+        filename=filename,
+        title=title or _prettify_stem(filename),
+        blocks=[Block(text=p) for p in paragraphs],
+    )

@@ -1,0 +1,399 @@
+"""Loaders against the fixture corpus (tests/fixtures/corpus) and small in-memory documents."""
+
+from __future__ import annotations
+
+import importlib.util
+import re
+from pathlib import Path
+
+import pytest
+
+from citewise.errors import IngestError
+from citewise.ingest.loaders import (
+    SUPPORTED_SUFFIXES,
+    load_file,
+    parse_html,
+    parse_markdown,
+    parse_plain_text,
+    parse_rst,
+)
+from citewise.types import Block, BlockKind, ParsedDocument
+
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
+CORPUS = FIXTURES / "corpus"
+BROKEN = FIXTURES / "broken"
+
+
+def load(relative: str) -> ParsedDocument:
+    return load_file(CORPUS / relative, source=relative)
+
+
+def of_kind(doc: ParsedDocument, kind: BlockKind) -> list[Block]:
+    return [block for block in doc.blocks if block.kind == kind]
+
+
+def all_text(doc: ParsedDocument) -> str:
+    return "\n".join(block.text for block in doc.blocks)
+
+
+def block_with(doc: ParsedDocument, needle: str) -> Block:
+    matches = [block for block in doc.blocks if needle in block.text]
+    assert len(matches) == 1, f"expected exactly one block containing {needle!r}, got {len(matches)}"
+    return matches[0]
+
+
+# -- the corpus as a whole ---------------------------------------------------------------------------------------
+def test_every_corpus_file_loads_and_the_corpus_stays_small():
+    files = sorted(p for p in CORPUS.rglob("*") if p.is_file())
+    assert {p.suffix for p in files} == {".md", ".mdx", ".html", ".rst", ".txt", ".pdf"}
+    for path in files:
+        doc = load_file(path, source=path.relative_to(CORPUS).as_posix())
+        assert doc.blocks, path.name
+        assert doc.title, path.name
+        assert all(block.text.strip() for block in doc.blocks), path.name
+    # The real embedding model is slow here: the corpus must stay a few KB of text.
+    assert sum(len(all_text(load_file(p, source=p.name))) for p in files) < 15_000
+
+
+def test_source_and_filename_come_from_the_caller_and_the_path():
+    doc = load_file(CORPUS / "notes" / "changelog.txt", source="notes/changelog.txt")
+    assert doc.source == "notes/changelog.txt"
+    assert doc.filename == "changelog.txt"
+
+
+def test_supported_suffixes_match_the_dispatch():
+    assert frozenset({".md", ".markdown", ".mdx", ".html", ".htm", ".pdf", ".rst", ".txt"}) == SUPPORTED_SUFFIXES
+
+
+# -- Markdown ----------------------------------------------------------------------------------------------------
+def test_front_matter_sets_title_url_date_and_keeps_the_rest_as_metadata():
+    doc = load("guide/getting-started.md")
+    assert doc.title == "Getting Started with Orbitron"  # front matter beats the H1 ("Orbitron Quickstart")
+    assert doc.source_url == "https://docs.orbitron.example/guide/getting-started"
+    assert doc.date == "2024-03-18"
+    assert doc.metadata == {"author": "Mira Kovalenko", "tags": ["quickstart", "queues"]}
+    assert "Mira Kovalenko" not in all_text(doc)
+
+
+def test_markdown_heading_paths_follow_heading_levels():
+    doc = load("guide/getting-started.md")
+    assert block_with(doc, "durable job-queue service").headings == ("Orbitron Quickstart",)
+    assert block_with(doc, "port **7433**").headings == ("Orbitron Quickstart", "Installation", "Linux packages")
+    # An H3 after another H3 replaces it; an H2 pops the H3.
+    assert block_with(doc, "ghcr.io/orbitron-labs").headings == (
+        "Orbitron Quickstart",
+        "Installation",
+        "Container image",
+    )
+    assert block_with(doc, "ORB-404").headings == ("Orbitron Quickstart", "Creating your first queue")
+
+
+def test_markdown_code_fence_is_one_code_block_with_its_language():
+    doc = load("guide/getting-started.md")
+    code = [b.text for b in of_kind(doc, BlockKind.CODE)]
+    assert "```bash\norbitron queue create --name emails --retention 7d\n```" in code
+    assert "```bash\nsudo apt-get install orbitrond=3.2.0\nsudo systemctl enable --now orbitrond\n```" in code
+    assert not any("orbitron queue create" in b.text for b in of_kind(doc, BlockKind.TEXT))
+
+
+def test_markdown_table_is_one_pipe_table_block():
+    doc = load("guide/getting-started.md")
+    (table,) = of_kind(doc, BlockKind.TABLE)
+    lines = table.text.split("\n")
+    assert lines[0] == "| Setting | Default | Meaning |"
+    assert lines[1] == "| --- | --- | --- |"
+    assert "| `max_retries` | 5 | Attempts before a job moves to the dead-letter queue |" in lines
+    assert "| `visibility_timeout` | 30s | How long a leased job stays invisible to other workers |" in lines
+    assert len(lines) == 6
+    assert table.headings == ("Orbitron Quickstart", "Creating your first queue", "Queue settings")
+
+
+def test_markdown_text_keeps_inline_code_and_links():
+    doc = load("guide/getting-started.md")
+    next_steps = block_with(doc, "configuration guide")
+    assert "[configuration guide](https://docs.orbitron.example/guide/configuration)" in next_steps.text
+    assert "`orbitron status`" in next_steps.text
+
+
+def test_title_falls_back_to_the_first_h1_then_the_file_name():
+    with_h1 = parse_markdown("Intro.\n\n# Real Title\n\nBody.", source="s", filename="x.md")
+    assert with_h1.title == "Real Title"
+    without = parse_markdown("## Only a subsection\n\nBody.", source="s", filename="queue_tuning-tips.md")
+    assert without.title == "Queue tuning tips"
+
+
+def test_front_matter_prefers_modification_dates_and_ignores_relative_permalinks():
+    text = (
+        "---\ndate: 2021-01-01\nlast_updated: 2023-05-06T10:00:00Z\npermalink: /guide/x/\n"
+        "url: https://docs.example/x\n---\nBody text."
+    )
+    doc = parse_markdown(text, source="s", filename="x.md")
+    assert doc.date == "2023-05-06"
+    assert doc.source_url == "https://docs.example/x"
+    assert doc.metadata == {"date": "2021-01-01", "permalink": "/guide/x/"}
+    relative_only = parse_markdown("---\npermalink: /guide/x/\n---\nBody.", source="s", filename="x.md")
+    assert relative_only.source_url is None  # the pipeline's base_url + path is better than a bare path
+    assert relative_only.metadata == {"permalink": "/guide/x/"}
+
+
+def test_markdown_list_keeps_markers_and_carves_out_nested_code():
+    text = "# T\n\n1. Install it:\n\n   ```sh\n   orbitron init\n   ```\n\n2. Start `orbitrond`.\n"
+    doc = parse_markdown(text, source="s", filename="x.md")
+    assert [b.kind for b in doc.blocks] == [BlockKind.TEXT, BlockKind.CODE, BlockKind.TEXT]
+    assert doc.blocks[0].text == "1. Install it:"
+    assert doc.blocks[1].text == "```sh\norbitron init\n```"
+    assert doc.blocks[2].text == "2. Start `orbitrond`."
+
+
+def test_markdown_backslash_escapes_are_dropped_outside_code_spans():
+    doc = parse_markdown(r"Set max\_retries, not `max\_retries`." + "\n", source="s", filename="x.md")
+    assert doc.blocks[0].text == r"Set max_retries, not `max\_retries`."
+
+
+def test_markdown_html_comments_are_not_content():
+    doc = parse_markdown("<!-- TODO: secret reviewer note -->\n\nVisible text.\n", source="s", filename="x.md")
+    assert all_text(doc) == "Visible text."
+
+
+def test_fence_containing_triple_backticks_is_reemitted_with_a_longer_fence():
+    doc = parse_markdown("````md\n```py\nx = 1\n```\n````\n", source="s", filename="x.md")
+    assert doc.blocks[0].text == "````md\n```py\nx = 1\n```\n````"
+
+
+# -- MDX ---------------------------------------------------------------------------------------------------------
+def test_mdx_noise_is_stripped_but_component_text_is_kept():
+    doc = load("guide/configuration.mdx")
+    prose = "\n".join(b.text for b in of_kind(doc, BlockKind.TEXT))
+    for noise in ("import ", "export ", "<Tabs", "TabItem", "Callout", "VersionBadge", "{/*", "doc writers", "toc"):
+        assert noise not in prose, noise
+    assert block_with(doc, "worker_threads = 12").headings == ("Configuring Orbitron", "Worker pool")
+    assert block_with(doc, "ORBITRON_WORKER_THREADS").kind == BlockKind.TEXT
+    assert "Enable `encrypt_payloads = true`" in block_with(doc, "256-bit key").text
+    assert doc.title == "Configuring Orbitron"
+    assert doc.date == "2024-04-02"
+    assert doc.metadata == {"sidebar_position": 2}
+
+
+def test_mdx_code_fence_survives_byte_for_byte():
+    source = (CORPUS / "guide" / "configuration.mdx").read_text()
+    fence = re.search(r"```jsx\n.*?\n```", source, re.DOTALL)
+    assert fence is not None
+    (code,) = of_kind(load("guide/configuration.mdx"), BlockKind.CODE)
+    assert code.text == fence.group(0)
+    assert '<QueueBadge name="emails" refreshSeconds={15} />' in code.text
+    assert "import { QueueBadge } from '@orbitron/console';" in code.text
+
+
+def test_mdx_keeps_inline_code_that_looks_like_jsx_and_dedents_component_children():
+    text = (
+        "import X from 'x';\n\n<Note>\n    Use the `<Tabs>` component.\n\n    ```python\n    print('<Tab>')\n"
+        '    ```\n</Note>\n\n<Multi\n  a="1"\n  b={{x: 2}}\n>\nInside {/* a\nmulti-line comment */} text.\n</Multi>\n'
+    )
+    doc = parse_markdown(text, source="s", filename="x.mdx", mdx=True)
+    assert [(b.kind, b.text) for b in doc.blocks] == [
+        (BlockKind.TEXT, "Use the `<Tabs>` component."),
+        (BlockKind.CODE, "```python\nprint('<Tab>')\n```"),
+        (BlockKind.TEXT, "Inside  text."),
+    ]
+
+
+# -- HTML --------------------------------------------------------------------------------------------------------
+def test_html_keeps_main_content_and_drops_page_chrome():
+    doc = load("reference/api.html")
+    text = all_text(doc)
+    for chrome in ("Pricing plans", "Careers", "all systems nominal", "Copyright 2024", "privacy policy"):
+        assert chrome not in text, chrome
+    for script_or_style in ("tp-55123", "analytics loaded", "fs-7781", "stylesheet-marker-zq", "magenta"):
+        assert script_or_style not in text, script_or_style
+    assert doc.title == "Orbitron HTTP API Reference"
+    assert block_with(doc, "Tokens expire after 90 days").text == (
+        "Send your API token in the `X-Orbitron-Token` header. Tokens expire after 90 days and can be rotated from "
+        "the console without downtime."
+    )
+    assert block_with(doc, "Tokens expire after 90 days").headings == ("HTTP API", "Authentication")
+
+
+def test_html_code_block_and_table_survive_extraction():
+    doc = load("reference/api.html")
+    (code,) = of_kind(doc, BlockKind.CODE)
+    assert code.text.startswith("```\ncurl -X POST https://api.orbitron.example/v2/queues/emails/jobs \\\n")
+    assert code.text.endswith('"delay": "10s"}\'\n```')
+    assert code.headings == ("HTTP API", "Enqueue a job")
+    (table,) = of_kind(doc, BlockKind.TABLE)
+    assert table.text.split("\n")[:3] == [
+        "| Endpoint | Limit |",
+        "| --- | --- |",
+        "| POST /v2/queues/{name}/jobs | 1200 requests per minute |",
+    ]
+    assert table.headings == ("HTTP API", "Rate limits")
+
+
+def test_html_text_is_unwrapped_and_unescaped():
+    doc = load("reference/api.html")
+    backoff = block_with(doc, "retry_backoff")  # trafilatura writes retry\_backoff; identifiers must stay findable
+    assert backoff.text == (
+        'Set the optional field retry_backoff to "exponential" to double the wait between attempts, starting at '
+        "2 seconds."
+    )
+
+
+def test_html_in_a_declared_legacy_charset_is_decoded_with_it(tmp_path):
+    path = tmp_path / "legacy.html"
+    html = (
+        '<html><head><meta charset="windows-1252"><title>Café</title></head><body><p>Déjà vu – naïve.</p></body></html>'
+    )
+    path.write_bytes(html.encode("cp1252"))
+    doc = load_file(path, source="legacy.html")
+    assert doc.title == "Café"
+    assert all_text(doc) == "Déjà vu – naïve."
+
+
+def test_html_falls_back_to_body_text_when_trafilatura_keeps_nothing():
+    # trafilatura 2.x returns only "# Tiny page" here (it drops one-cell tables), which alone makes no block.
+    html = "<html><body><nav>Menu</nav><h1>Tiny page</h1><table><tr><td>lonely</td></tr></table></body></html>"
+    doc = parse_html(html, source="s", filename="tiny-page.html")
+    assert [(b.text, b.headings) for b in doc.blocks] == [("lonely", ("Tiny page",))]
+    assert doc.title == "Tiny page"
+    assert doc.metadata["extractor"] == "lxml"
+
+
+# -- PDF ---------------------------------------------------------------------------------------------------------
+def test_pdf_blocks_carry_their_page_numbers():
+    doc = load("reference/manual.pdf")
+    assert doc.title == "Orbitron Operations Manual"  # from the PDF's /Info dictionary
+    assert doc.metadata["pages"] == 2
+    assert {b.page for b in doc.blocks} == {1, 2}
+    assert block_with(doc, "every 6 hours").page == 1
+    assert block_with(doc, "port 9464").page == 1
+    assert block_with(doc, "recovery point objective for a single node is 20 minutes").page == 2
+    assert block_with(doc, "orbitron verify --deep").page == 2
+
+
+def test_pdf_fixture_is_what_make_pdf_writes():
+    spec = importlib.util.spec_from_file_location("make_pdf", FIXTURES / "make_pdf.py")
+    assert spec is not None and spec.loader is not None
+    make_pdf = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(make_pdf)
+    assert make_pdf.build_pdf(make_pdf.PAGES, make_pdf.TITLE) == (CORPUS / "reference" / "manual.pdf").read_bytes()
+
+
+# -- reStructuredText --------------------------------------------------------------------------------------------
+def test_rst_sections_become_heading_paths_under_the_document_title():
+    doc = load("reference/cli.rst")
+    assert doc.title == "Orbitron CLI Reference"
+    assert block_with(doc, "profiles.ini").headings == ("Orbitron CLI Reference",)
+    assert "`--profile NAME`" in block_with(doc, "profiles.ini").text
+    drain = ("Orbitron CLI Reference", "Queue commands", "orbitron drain")
+    assert block_with(doc, "45 seconds").headings == drain
+    assert block_with(doc, "--since 2h").text.startswith("- `--since 2h` replays only jobs")
+
+
+def test_rst_literal_block_and_table():
+    doc = load("reference/cli.rst")
+    (code,) = of_kind(doc, BlockKind.CODE)
+    assert code.text == "```\norbitron drain emails --timeout 120s --force\n```"
+    assert code.headings == ("Orbitron CLI Reference", "Queue commands", "orbitron drain")
+    (table,) = of_kind(doc, BlockKind.TABLE)
+    assert table.text.split("\n") == [
+        "| Code | Meaning |",
+        "| --- | --- |",
+        "| 0 | The command succeeded. |",
+        "| 3 | The named queue does not exist. |",
+        "| 7 | Another client holds the queue lock. |",
+    ]
+    assert table.headings == ("Orbitron CLI Reference", "Exit codes")
+
+
+def test_rst_is_robust_to_sloppy_and_sphinx_only_markup(tmp_path):
+    secret = tmp_path / "secret.txt"
+    secret.write_text("TOP-SECRET-CONTENT")
+    text = (
+        "Bad title\n=====\n\nCall :func:`orbitron.enqueue` first.\n\n.. code-block:: python\n\n   import orbitron\n\n"
+        f".. toctree::\n\n   a\n\n.. include:: {secret}\n\n"
+        ".. note:: Mind ``--force``.\n\n   ::\n\n      orbitron note\n"
+    )
+    doc = parse_rst(text, source="s", filename="sloppy.rst")
+    assert [(b.kind, b.text) for b in doc.blocks] == [
+        (BlockKind.TEXT, "Call `orbitron.enqueue` first."),
+        (BlockKind.CODE, "```python\nimport orbitron\n```"),
+        (BlockKind.TEXT, "Mind `--force`."),
+        (BlockKind.CODE, "```\norbitron note\n```"),
+    ]
+    assert "TOP-SECRET" not in all_text(doc)  # `.. include::` must never read files
+
+
+def test_rst_docinfo_gives_date_and_metadata():
+    text = "=====\nTitle\n=====\n\n:Author: Mira Kovalenko\n:Date: 2024-02-03\n:Audience: operators\n\nBody text.\n"
+    doc = parse_rst(text, source="s", filename="t.rst")
+    assert doc.title == "Title"
+    assert doc.date == "2024-02-03"
+    assert doc.metadata == {"author": "Mira Kovalenko", "audience": "operators"}
+    assert [b.text for b in doc.blocks] == ["Body text."]
+
+
+# -- plain text --------------------------------------------------------------------------------------------------
+def test_plain_text_is_one_block_per_paragraph_titled_by_its_first_line():
+    doc = load("notes/changelog.txt")
+    assert doc.title == "Orbitron changelog"
+    assert len(doc.blocks) == 5
+    assert all(b.kind == BlockKind.TEXT and b.headings == () and b.page is None for b in doc.blocks)
+    assert block_with(doc, "memory leak").text.startswith("3.1.4 (2024-01-22)\n")
+
+
+def test_plain_text_title_falls_back_to_the_file_name_or_takes_the_given_one():
+    long_first_line = "word " * 30
+    assert parse_plain_text(long_first_line, source="s", filename="release-notes.txt").title == "Release notes"
+    assert parse_plain_text("a\n\nb", source="s", filename="f.txt", title="Selected text").title == "Selected text"
+    assert parse_plain_text("   \n\n  ", source="s", filename="f.txt").blocks == []
+
+
+# -- failures ----------------------------------------------------------------------------------------------------
+@pytest.mark.parametrize(
+    ("path", "reason"),
+    [
+        (BROKEN / "broken.pdf", "broken or unreadable PDF"),
+        (BROKEN / "empty.md", "empty"),
+        (BROKEN / "binary.txt", "not valid UTF-8"),
+        (BROKEN / "missing.md", "cannot read"),
+    ],
+)
+def test_bad_files_raise_ingest_error_naming_the_file(path, reason):
+    with pytest.raises(IngestError) as excinfo:
+        load_file(path, source=path.name)
+    message = str(excinfo.value)
+    assert message.startswith(f"{path.name}: ")
+    assert reason in message
+    assert "\n" not in message
+
+
+def test_unsupported_suffix_is_rejected_before_reading(tmp_path):
+    path = tmp_path / "slides.pptx"
+    path.write_bytes(b"PK\x03\x04")
+    with pytest.raises(IngestError, match=r"^slides\.pptx: unsupported file type '\.pptx'"):
+        load_file(path, source="slides.pptx")
+
+
+@pytest.mark.parametrize(
+    ("name", "content", "reason"),
+    [
+        ("blank.md", "\n   \n\t\n", "empty"),
+        ("only-markup.md", "---\ntitle: Nothing here\n---\n\n# Heading only\n\n---\n", "no extractable text"),
+        ("chrome.html", "<html><body><nav>Home</nav><footer>(c) 2024</footer></body></html>", "no extractable text"),
+        ("bad-yaml.md", "---\ntitle: [unclosed\n---\nBody.", "invalid front matter"),
+    ],
+)
+def test_files_without_usable_content_raise_ingest_error(tmp_path, name, content, reason):
+    path = tmp_path / name
+    path.write_text(content)
+    with pytest.raises(IngestError) as excinfo:
+        load_file(path, source=name)
+    assert str(excinfo.value).startswith(f"{name}: ")
+    assert reason in str(excinfo.value)
+
+
+def test_utf8_bom_is_not_content(tmp_path):
+    path = tmp_path / "bom.md"
+    path.write_bytes("\ufeff# Título\n\nCafé con leche.\n".encode())
+    doc = load_file(path, source="bom.md")
+    assert doc.title == "Título"
+    assert doc.blocks[0].text == "Café con leche."
