@@ -15,9 +15,9 @@ import pytest
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 
-from citewise.index.embeddings import LocalEmbedder  # noqa: E402
-from citewise.index.knowledge_base import KnowledgeBase  # noqa: E402
-from citewise.settings import DEFAULT_EMBEDDINGS, Settings  # noqa: E402
+from citewise.index.embeddings import LocalEmbedder
+from citewise.index.knowledge_base import KnowledgeBase
+from citewise.settings import DEFAULT_EMBEDDINGS, Settings
 
 FIXTURES = Path(__file__).parent / "fixtures"
 CORPUS = FIXTURES / "corpus"

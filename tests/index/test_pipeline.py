@@ -74,7 +74,8 @@ def test_unchanged_reingest_does_not_load_the_embedding_model(tmp_path, corpus, 
         "from citewise.settings import Settings\n"
         "from citewise.index.knowledge_base import KnowledgeBase\n"
         "from citewise.ingest.pipeline import Ingestor\n"
-        f"r = Ingestor(KnowledgeBase(Settings(home=Path({str(settings.home)!r})))).ingest_paths([Path({str(corpus)!r})])\n"
+        f"kb = KnowledgeBase(Settings(home=Path({str(settings.home)!r})))\n"
+        f"r = Ingestor(kb).ingest_paths([Path({str(corpus)!r})])\n"
         "print(json.dumps({'embedded': r.chunks_embedded, 'unchanged': r.unchanged,"
         " 'st': 'sentence_transformers' in sys.modules, 'torch': 'torch' in sys.modules}))\n"
     )
@@ -88,13 +89,17 @@ def test_unchanged_reingest_does_not_load_the_embedding_model(tmp_path, corpus, 
 def test_changed_file_replaces_exactly_its_chunks(kb, tmp_path):
     docs = tmp_path / "docs"
     docs.mkdir()
-    (docs / "a.md").write_text("# Alpha\n\nThe alpha service listens on port 7301.\n\n## Limits\n\nAlpha allows 40 jobs.\n")
+    (docs / "a.md").write_text(
+        "# Alpha\n\nThe alpha service listens on port 7301.\n\n## Limits\n\nAlpha allows 40 jobs.\n"
+    )
     (docs / "b.md").write_text("# Beta\n\nThe beta worker drains the zebra queue every 15 minutes.\n")
     Ingestor(kb).ingest_paths([docs])
     retriever = Retriever(kb)
     b_before = {c.chunk_id: c.text for c in kb.store.lexical("zebra", 10, None, None)}
 
-    (docs / "a.md").write_text("# Alpha\n\nThe alpha service listens on port 9911.\n\n## Limits\n\nAlpha allows 40 jobs.\n")
+    (docs / "a.md").write_text(
+        "# Alpha\n\nThe alpha service listens on port 9911.\n\n## Limits\n\nAlpha allows 40 jobs.\n"
+    )
     report = Ingestor(kb).ingest_paths([docs])
     assert (report.indexed, report.unchanged) == (1, 1)
     # the unchanged "Limits" chunk reused its stored vector; only the edited chunk was embedded
@@ -206,10 +211,18 @@ def test_kill_9_mid_ingest_leaves_previous_index_queryable(tmp_path, settings, m
     for i in range(40):
         (docs / f"page{i:02d}.md").write_text(f"# Page {i}\n\nVersion two of page {i} mentions token{i}b.\n")
 
-    env = {**os.environ, "CITEWISE_HOME": str(settings.home), "CITEWISE_INGEST__COMMIT_EVERY": "4",
-           "CITEWISE_INGEST__EMBED_BATCH_SIZE": "4"}
-    proc = subprocess.Popen([sys.executable, "-m", "citewise.cli", "ingest", str(docs), "--json"], env=env,
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    env = {
+        **os.environ,
+        "CITEWISE_HOME": str(settings.home),
+        "CITEWISE_INGEST__COMMIT_EVERY": "4",
+        "CITEWISE_INGEST__EMBED_BATCH_SIZE": "4",
+    }
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "citewise.cli", "ingest", str(docs), "--json"],
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     first_version = kb.store.version()
     deadline = time.monotonic() + 120
     try:

@@ -58,7 +58,9 @@ def test_each_mode_finds_the_answering_chunk_first(indexed, mode):
 def test_hybrid_carries_both_scores_and_passes_the_gate(indexed):
     result = Retriever(indexed).search("which header carries the API token", 5)
     assert result.chunks[0].filename == "auth.md"
-    assert all(c.dense_score is not None and c.dense_score >= indexed.settings.retrieval.min_score for c in result.chunks)
+    assert all(
+        c.dense_score is not None and c.dense_score >= indexed.settings.retrieval.min_score for c in result.chunks
+    )
     assert result.chunks[0].lexical_score is not None
 
 
@@ -168,8 +170,16 @@ def test_selected_text_searches_only_that_text_and_stores_nothing(indexed):
 
 
 def _sc(chunk_id: str, dense: float | None = None, lex: float | None = None) -> ScoredChunk:
-    return ScoredChunk(chunk_id=chunk_id, doc_id="d", chunk_index=0, text=chunk_id, filename="f", score=0.0,
-                       dense_score=dense, lexical_score=lex)
+    return ScoredChunk(
+        chunk_id=chunk_id,
+        doc_id="d",
+        chunk_index=0,
+        text=chunk_id,
+        filename="f",
+        score=0.0,
+        dense_score=dense,
+        lexical_score=lex,
+    )
 
 
 def test_reciprocal_rank_fusion_by_hand():

@@ -1,0 +1,47 @@
+"""Embedder selection and the bundled model, for real (no vendor is reachable here, so vendor paths are tested up
+to the point where a user would otherwise get an ImportError or a silent wrong model)."""
+
+from __future__ import annotations
+
+import importlib.util
+
+import numpy as np
+import pytest
+
+from citewise.errors import ConfigError, MissingExtraError
+from citewise.index.embeddings import create_embedder
+from citewise.settings import Settings
+
+
+def test_bundled_model_gives_normalised_384_dim_vectors(embedder):
+    vectors = embedder.embed_documents(["Queues retry failed jobs.", "Jobs that fail are retried by the queue."])
+    assert vectors.shape == (2, 384) and vectors.dtype == np.float32
+    assert np.allclose(np.linalg.norm(vectors, axis=1), 1.0, atol=1e-5)
+    unrelated = embedder.embed_query("A recipe for lemon cake.")
+    assert float(vectors[0] @ vectors[1]) > float(vectors[0] @ unrelated) + 0.2
+    # deterministic: the same text embeds to the same vector
+    assert np.array_equal(
+        embedder.embed_query("Queues retry failed jobs."), embedder.embed_query("Queues retry failed jobs.")
+    )
+
+
+def test_creating_an_embedder_loads_nothing():
+    embedder = create_embedder(Settings())
+    assert embedder.load_count == 0
+
+
+def test_unknown_provider_names_the_known_ones():
+    with pytest.raises(ConfigError, match=r"Unknown embeddings provider 'acme'.*openai"):
+        create_embedder(Settings(embeddings="acme:model-1"))
+
+
+def test_local_model_path_must_exist(tmp_path):
+    embedder = create_embedder(Settings(embeddings=f"local:{tmp_path / 'nowhere'}"))
+    with pytest.raises(ConfigError, match="Model hubs are not used"):
+        embedder.embed_query("x")
+
+
+@pytest.mark.skipif(importlib.util.find_spec("langchain_openai") is not None, reason="the openai extra is installed")
+def test_missing_vendor_extra_says_what_to_install():
+    with pytest.raises(MissingExtraError, match=r"pip install 'citewise\[openai\]'"):
+        create_embedder(Settings(embeddings="openai:text-embedding-3-small"))
