@@ -10,7 +10,6 @@ import re
 import shlex
 from pathlib import Path
 
-import click
 import pytest
 import typer
 
@@ -51,18 +50,30 @@ def test_the_docs_show_examples():
     assert len(EXAMPLES) >= 20
 
 
-@pytest.mark.parametrize(("page", "command"), EXAMPLES, ids=[f"{p}:{c}" for p, c in EXAMPLES])
-def test_documented_command_parses(page, command):
+def _parse(command: str) -> None:
+    """Parse like a shell user's invocation would be parsed; raises Click's UsageError on anything unknown."""
     args = shlex.split(command)[1:]
-    group = typer.main.get_command(app)
-    cmd: click.Command = group
-    ctx = None
-    while isinstance(cmd, click.Group) and args and not args[0].startswith("-"):
+    cmd = typer.main.get_command(app)  # Typer vendors Click, so duck-type groups instead of isinstance checks
+    while hasattr(cmd, "get_command") and args and not args[0].startswith("-"):
         name = args.pop(0)
-        sub = cmd.get_command(click.Context(cmd), name)
-        assert sub is not None, f"{page}: unknown command {name!r} in {command!r}"
+        sub = cmd.get_command(cmd.make_context(cmd.name, [name], resilient_parsing=True), name)
+        if sub is None:
+            raise LookupError(f"unknown command {name!r}")
         cmd = sub
     if args and args[0] in ("--help", "--version"):
         return
-    ctx = cmd.make_context(cmd.name, args, resilient_parsing=False)
-    assert ctx.params is not None
+    cmd.make_context(cmd.name, args, resilient_parsing=False)
+
+
+@pytest.mark.parametrize(
+    "command",
+    ["citewise serach x", "citewise search x --bogus", "citewise search x --mode semantic", "citewise docs lst"],
+)
+def test_the_check_catches_mistakes(command):
+    with pytest.raises(Exception, match=r"(?i)no such|unknown|invalid|not one of"):
+        _parse(command)
+
+
+@pytest.mark.parametrize(("page", "command"), EXAMPLES, ids=[f"{p}:{c}" for p, c in EXAMPLES])
+def test_documented_command_parses(page, command):
+    _parse(command)
