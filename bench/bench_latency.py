@@ -136,7 +136,8 @@ def measure(size: int, embedder, pool, anchors, anchor_vectors, queries: list[st
         except ValueError as exc:
             # lancedb_store.optimize() passes the vector column by keyword, which LanceDB 0.40 reads as the legacy
             # API and fails; build the same index the intended way so the latency at scale can still be measured.
-            workaround = f"store.optimize() failed ({exc}); ANN index built by the bench with the same config"
+            reason = str(exc).split(". Available")[0]
+            workaround = f"LanceStore.optimize() raised ValueError({reason!r}); the bench built the same index itself"
             table = lancedb.connect(str(settings.index_dir / "lancedb")).open_table("chunks")
             table.create_index("vector", config=IvfHnswSq(distance_type="cosine"))
             kb.store.refresh()

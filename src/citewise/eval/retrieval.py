@@ -173,10 +173,13 @@ def _percentiles(samples_ms: Sequence[float]) -> tuple[float, float]:
     return round(float(p50), 2), round(float(p95), 2)
 
 
-def _as_document(doc: BeirDocument) -> ParsedDocument:
-    # The title goes in as the document's title only: the index already puts it in front of every chunk's
-    # embedded and BM25 text, so repeating it in the body would count it twice. It is set after parsing because
-    # the plain-text loader invents a title (first line, or the file name: here the corpus id) when given none.
+def as_parsed_document(doc: BeirDocument) -> ParsedDocument:
+    """A corpus document as the ingest pipeline takes it: its text parsed as plain text, its source the corpus id.
+
+    The title goes in as the document's title only: the index already puts it in front of every chunk's embedded
+    and BM25 text, so repeating it in the body would count it twice. It is set after parsing because the
+    plain-text loader invents a title (first line, or the file name: here the corpus id) when given none.
+    """
     body = doc.text if doc.text.strip() else doc.title
     return parse_plain_text(body, source=doc.id, filename=doc.id).model_copy(update={"title": doc.title})
 
@@ -208,7 +211,7 @@ def evaluate(
     with tempfile.TemporaryDirectory(prefix="citewise-eval-") as home:
         kb = KnowledgeBase(settings.model_copy(update={"home": Path(home)}), embedder=embedder)
         corpus_id = {make_doc_id(doc.id): doc.id for doc in dataset.corpus.values()}
-        docs = [_as_document(doc) for doc in dataset.corpus.values()]
+        docs = [as_parsed_document(doc) for doc in dataset.corpus.values()]
         started = time.perf_counter()
         ingest = Ingestor(kb, progress=report_progress).ingest_documents(docs)
         ingest_s = time.perf_counter() - started
