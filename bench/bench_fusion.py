@@ -1,64 +1,82 @@
-"""How hybrid quality on the Somnia FAQ set depends on the reciprocal-rank-fusion constant k (`retrieval.rrf_k`).
+"""How hybrid quality depends on the fusion settings: the RRF constant k (`retrieval.rrf_k`) and a lexical weight.
 
-    .venv/bin/python bench/bench_fusion.py
+    .venv/bin/python bench/bench_fusion.py [--set somnia|clapnq]
 
-Indexes bench/data/somnia_beir once (build it with make_somnia_beir.py or bench_retrieval.py), fetches each
-query's full dense and BM25 chunk rankings, and fuses them with `reciprocal_rank_fusion` for several k, scoring
-each exactly as `citewise eval retrieval` does (k=60 here reproduces its hybrid row). Small k trusts the top of
-each list more. With 22 queries this is tuning on the test set: read it as sensitivity, not as a better default.
-Writes bench/results/fusion_somnia.json.
+Indexes the BEIR set once (bench/data/<set>_beir; build it with make_somnia_beir.py / make_clapnq_beir.py),
+fetches each query's full dense and BM25 chunk rankings, and fuses them for several settings, scoring each exactly
+as `citewise eval retrieval` does. Small k trusts the top of each list more; a lexical weight below 1 lets BM25
+break ties and add recall without reordering dense's confident top hits. Somnia has 22 judged queries (noisy);
+ClapNQ has 300, so settings are chosen on ClapNQ and only checked on Somnia.
+Writes bench/results/fusion_<set>.json.
 """
 
 from __future__ import annotations
 
+import argparse
 import tempfile
 from pathlib import Path
 
-from _common import wait_for_quiet, write_result
+from _common import ROOT, write_result
 from citewise.eval.retrieval import METRIC_NAMES, as_parsed_document, load_beir, score_run
 from citewise.index.knowledge_base import KnowledgeBase
-from citewise.index.retriever import reciprocal_rank_fusion
-from citewise.index.store import build_where
+from citewise.index.store import Hit, build_where
 from citewise.ingest.pipeline import Ingestor
 from citewise.settings import Settings
 from citewise.types import make_doc_id
-from make_somnia_beir import DEFAULT_OUT
 
-RRF_KS = (1, 5, 10, 20, 40, 60, 100)
+RRF_KS = (1, 5, 10, 20, 60)
+LEXICAL_WEIGHTS = (1.0, 0.5, 0.3)
+
+
+def weighted_rrf(dense: list[Hit], lexical: list[Hit], k: int, lexical_weight: float) -> list[str]:
+    scores: dict[str, float] = {}
+    for weight, ranked in ((1.0, dense), (lexical_weight, lexical)):
+        for rank, hit in enumerate(ranked, 1):
+            scores[hit.chunk_id] = scores.get(hit.chunk_id, 0.0) + weight / (k + rank)
+    return sorted(scores, key=lambda c: (-scores[c], c))
 
 
 def main() -> None:
-    load_before = wait_for_quiet()
-    dataset = load_beir(DEFAULT_OUT)
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--set", choices=["somnia", "clapnq"], default="somnia")
+    args = parser.parse_args()
+    load_before = None  # quality, not timing: no need to wait for a quiet machine
+    dataset = load_beir(ROOT / "bench" / "data" / f"{args.set}_beir")
     corpus_id = {make_doc_id(doc_id): doc_id for doc_id in dataset.corpus}
     with tempfile.TemporaryDirectory(prefix="citewise-fusion-") as home:
         kb = KnowledgeBase(Settings(home=Path(home)))
         report = Ingestor(kb).ingest_documents([as_parsed_document(doc) for doc in dataset.corpus.values()])
+        doc_of = {c.chunk_id: corpus_id[c.doc_id] for c in kb.store.chunks()}
         depth, where = report.chunks_total, build_where(None)
         runs = {}
         for query_id, text in dataset.queries.items():
             vector = kb.embed_query(text)
-            runs[query_id] = (kb.store.dense(vector, depth, where), kb.store.lexical(text, depth, where, vector))
+            runs[query_id] = (kb.store.dense(vector, depth, where), kb.store.lexical(text, depth, where))
 
     def score(fuse) -> dict[str, float]:
         sums = dict.fromkeys(METRIC_NAMES, 0.0)
         for query_id, (dense, lexical) in runs.items():
-            ranked = list(dict.fromkeys(corpus_id[c.doc_id] for c in fuse(dense, lexical)))[:100]
+            ranked = list(dict.fromkeys(doc_of[c] for c in fuse(dense, lexical)))[:100]
             for name, value in score_run(ranked, dataset.qrels[query_id]).items():
                 sums[name] += value
         return {name: round(value / len(runs), 4) for name, value in sums.items()}
 
-    variants = {"dense": score(lambda d, lex: d), "lexical": score(lambda d, lex: lex)}
+    variants = {
+        "dense": score(lambda d, lex: [h.chunk_id for h in d]),
+        "lexical": score(lambda d, lex: [h.chunk_id for h in lex]),
+    }
     for k in RRF_KS:
-        variants[f"hybrid rrf_k={k}"] = score(lambda d, lex, k=k: reciprocal_rank_fusion([d, lex], k=k))
+        for w in LEXICAL_WEIGHTS:
+            variants[f"hybrid k={k} w={w}"] = score(lambda d, lex, k=k, w=w: weighted_rrf(d, lex, k, w))
+    defaults = Settings().retrieval
     path = write_result(
-        "fusion_somnia",
-        {"queries": len(runs), "default_rrf_k": Settings().retrieval.rrf_k, "variants": variants},
+        f"fusion_{args.set}",
+        {"set": args.set, "queries": len(runs), "default_rrf_k": defaults.rrf_k, "variants": variants},
         load_before=load_before,
     )
-    print(f"{'variant':<20}" + "".join(f"{m:>12}" for m in METRIC_NAMES))
+    print(f"{'variant':<22}" + "".join(f"{m:>12}" for m in METRIC_NAMES))
     for name, figures in variants.items():
-        print(f"{name:<20}" + "".join(f"{figures[m]:>12.4f}" for m in METRIC_NAMES))
+        print(f"{name:<22}" + "".join(f"{figures[m]:>12.4f}" for m in METRIC_NAMES))
     print(f"→ {path}")
 
 

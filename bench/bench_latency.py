@@ -26,7 +26,6 @@ from pathlib import Path
 
 import lancedb
 import numpy as np
-from lancedb.index import IvfHnswSq
 
 from _common import SOMNIA, wait_for_quiet, write_result
 from citewise.index.embeddings import create_embedder
@@ -130,18 +129,7 @@ def measure(size: int, embedder, pool, anchors, anchor_vectors, queries: list[st
             kb.store.replace_documents(sorted({c.doc_id for c in part}), part, vectors[start : start + BATCH])
         write_s = time.perf_counter() - started
         started = time.perf_counter()
-        workaround = None
-        try:
-            kb.store.optimize()
-        except ValueError as exc:
-            # lancedb_store.optimize() passes the vector column by keyword, which LanceDB 0.40 reads as the legacy
-            # API and fails; build the same index the intended way so the latency at scale can still be measured.
-            reason = str(exc).split(". Available")[0]
-            workaround = f"LanceStore.optimize() raised ValueError({reason!r}); the bench built the same index itself"
-            table = lancedb.connect(str(settings.index_dir / "lancedb")).open_table("chunks")
-            table.create_index("vector", config=IvfHnswSq(distance_type="cosine"))
-            kb.store.refresh()
-            kb.store.optimize()
+        kb.store.optimize()
         optimize_s = time.perf_counter() - started
         table = lancedb.connect(str(settings.index_dir / "lancedb")).open_table("chunks")
         indices = sorted(f"{ix.columns[0]}:{ix.index_type}" for ix in table.list_indices())
@@ -160,13 +148,12 @@ def measure(size: int, embedder, pool, anchors, anchor_vectors, queries: list[st
         parts = {
             "embed_query": _stats(_timed(kb.embed_query, queries)),
             "store_dense": _stats(_timed(lambda q: kb.store.dense(query_vectors[q], depth, where), queries)),
-            "store_lexical": _stats(_timed(lambda q: kb.store.lexical(q, depth, where, query_vectors[q]), queries)),
-            "store_lexical_no_vector": _stats(_timed(lambda q: kb.store.lexical(q, depth, where, None), queries)),
+            "store_lexical": _stats(_timed(lambda q: kb.store.lexical(q, depth, where, with_vectors=True), queries)),
+            "store_lexical_no_vector": _stats(_timed(lambda q: kb.store.lexical(q, depth, where), queries)),
         }
         ann_recall = _dense_recall(kb.store, chunks, vectors, [query_vectors[q] for q in queries[:50]], where)
     return {
         "chunks": size,
-        "optimize_workaround": workaround,
         "dense_recall_vs_exact": ann_recall,
         "write_s": round(write_s, 1),
         "optimize_s": round(optimize_s, 1),

@@ -76,7 +76,17 @@ class RetrievalSettings(BaseModel):
         ),
     )
     candidates: int = Field(50, ge=10, le=1000, description="Candidates fetched per side before fusion.")
-    rrf_k: int = Field(60, ge=1, description="Reciprocal rank fusion constant.")
+    rrf_k: int = Field(
+        5,
+        ge=1,
+        description="Reciprocal rank fusion constant: smaller trusts the top of each ranked list more.",
+    )
+    lexical_weight: float = Field(
+        0.5,
+        ge=0.0,
+        le=2.0,
+        description="Weight of the BM25 list in fusion (the vector list weighs 1): BM25 adds recall and breaks ties.",
+    )
     cache_size: int = Field(1024, ge=0, description="Retrieval results kept in the in-memory cache (0 disables).")
     ann_index_threshold: int = Field(
         50_000, ge=1000, description="Build an approximate vector index once the index holds this many chunks."

@@ -40,7 +40,7 @@ def test_ingest_indexes_every_supported_file_with_metadata(kb, corpus):
     assert report.chunks_total == sum(r.chunk_count for r in records) == _chunk_count(kb)
     assert report.chunks_embedded == report.chunks_total
 
-    chunks = kb.store.dense(kb.embed_query("anything"), 1000, None)
+    chunks = kb.store.chunks()
     by_file = {c.filename: c for c in chunks}
     for record in records:
         chunk = by_file[record.filename]
@@ -95,7 +95,8 @@ def test_changed_file_replaces_exactly_its_chunks(kb, tmp_path):
     (docs / "b.md").write_text("# Beta\n\nThe beta worker drains the zebra queue every 15 minutes.\n")
     Ingestor(kb).ingest_paths([docs])
     retriever = Retriever(kb)
-    b_before = {c.chunk_id: c.text for c in kb.store.lexical("zebra", 10, None, None)}
+    b_id = make_doc_id((docs / "b.md").resolve().as_posix())
+    b_before = kb.store.chunks(f"doc_id = '{b_id}'")
 
     (docs / "a.md").write_text(
         "# Alpha\n\nThe alpha service listens on port 9911.\n\n## Limits\n\nAlpha allows 40 jobs.\n"
@@ -107,7 +108,7 @@ def test_changed_file_replaces_exactly_its_chunks(kb, tmp_path):
 
     assert "9911" in _texts(retriever.search("alpha port", mode="lexical"))
     assert "7301" not in _texts(retriever.search("alpha port 7301", mode="lexical"))
-    assert {c.chunk_id: c.text for c in kb.store.lexical("zebra", 10, None, None)} == b_before
+    assert kb.store.chunks(f"doc_id = '{b_id}'") == b_before
     assert _chunk_count(kb) == sum(r.chunk_count for r in kb.registry.list())
 
 
@@ -115,7 +116,7 @@ def test_prune_removes_deleted_files_and_they_are_never_retrieved(kb, corpus):
     Ingestor(kb).ingest_paths([corpus])
     victim = next(corpus.rglob("*.txt"))
     victim_id = make_doc_id(victim.resolve().as_posix())
-    marker = kb.store.dense(kb.embed_query("x"), 1000, f"doc_id = '{victim_id}'")[0].text[:60]
+    marker = kb.store.chunks(f"doc_id = '{victim_id}'")[0].text[:60]
 
     victim.unlink()
     without_prune = Ingestor(kb).ingest_paths([corpus])
@@ -178,7 +179,7 @@ def test_owner_tag_and_reingest_as_other_owner(kb, corpus):
     report = Ingestor(kb, owner="bob").ingest_paths([corpus])
     # Same bytes, new owner: documents are rewritten (owner is part of every chunk) but no vector is recomputed.
     assert report.indexed == report.seen and report.chunks_embedded == 0
-    assert {c.owner for c in kb.store.dense(kb.embed_query("x"), 1000, None)} == {"bob"}
+    assert {c.owner for c in kb.store.chunks()} == {"bob"}
 
 
 def test_remove_document(kb, corpus):
@@ -186,7 +187,7 @@ def test_remove_document(kb, corpus):
     record = kb.registry.list()[0]
     remove_document(kb, record.doc_id)
     assert kb.registry.get(record.doc_id) is None
-    assert all(c.doc_id != record.doc_id for c in kb.store.dense(kb.embed_query("x"), 1000, None))
+    assert all(c.doc_id != record.doc_id for c in kb.store.chunks())
     with pytest.raises(ConfigError, match="No document"):
         remove_document(kb, record.doc_id)
 
@@ -238,7 +239,7 @@ def test_kill_9_mid_ingest_leaves_previous_index_queryable(tmp_path, settings, m
 
     # The index answers, every document still has its chunks (old or new version), nothing is duplicated.
     survivor = make_kb(settings)
-    chunks = survivor.store.dense(survivor.embed_query("page"), 1000, None)
+    chunks = survivor.store.chunks()
     assert len(chunks) == 40 and len({c.doc_id for c in chunks}) == 40
     assert not Retriever(survivor).search("token7a token7b", mode="lexical").empty
     statuses = {r.status for r in survivor.registry.list()}
@@ -247,7 +248,7 @@ def test_kill_9_mid_ingest_leaves_previous_index_queryable(tmp_path, settings, m
     report = Ingestor(survivor).ingest_paths([docs])
     assert report.failed == 0 and report.indexed > 0
     assert {r.status for r in survivor.registry.list()} == {DocStatus.INDEXED}
-    texts = [c.text for c in survivor.store.dense(survivor.embed_query("page"), 1000, None)]
+    texts = [c.text for c in survivor.store.chunks()]
     assert len(texts) == 40 and all("Version two" in t for t in texts)
 
 

@@ -6,8 +6,8 @@ import pytest
 
 from citewise.errors import ValidationError
 from citewise.index.retriever import Retriever, reciprocal_rank_fusion
+from citewise.index.store import Hit
 from citewise.ingest.pipeline import Ingestor
-from citewise.types import ScoredChunk
 
 PAGES = {
     "ops/backups.md": (
@@ -169,27 +169,51 @@ def test_selected_text_searches_only_that_text_and_stores_nothing(indexed):
         Retriever(indexed).search("q", selected_text="  ")
 
 
-def _sc(chunk_id: str, dense: float | None = None, lex: float | None = None) -> ScoredChunk:
-    return ScoredChunk(
-        chunk_id=chunk_id,
-        doc_id="d",
-        chunk_index=0,
-        text=chunk_id,
-        filename="f",
-        score=0.0,
-        dense_score=dense,
-        lexical_score=lex,
-    )
-
-
 def test_reciprocal_rank_fusion_by_hand():
-    dense = [_sc("a", dense=0.9), _sc("b", dense=0.8), _sc("c", dense=0.7)]
-    lexical = [_sc("c", lex=5.0), _sc("a", lex=3.0), _sc("d", lex=1.0)]
+    dense = [Hit("a", dense=0.9), Hit("b", dense=0.8), Hit("c", dense=0.7)]
+    lexical = [Hit("c", lexical=5.0), Hit("a", lexical=3.0), Hit("d", lexical=1.0)]
     fused = reciprocal_rank_fusion([dense, lexical], k=60)
     # a: 1/61 + 1/62 = 0.032522…; c: 1/63 + 1/61 = 0.032266…; b: 1/62; d: 1/63
-    assert [c.chunk_id for c in fused] == ["a", "c", "b", "d"]
+    assert [h.chunk_id for h in fused] == ["a", "c", "b", "d"]
     assert fused[0].score == pytest.approx(1 / 61 + 1 / 62)
-    assert (fused[1].dense_score, fused[1].lexical_score) == (0.7, 5.0)
+    assert (fused[1].dense, fused[1].lexical) == (0.7, 5.0)
     # exact ties break by best single-list rank, then by id: the order never depends on dict or set order
-    tie = reciprocal_rank_fusion([[_sc("y"), _sc("x")], [_sc("x"), _sc("y")]])
-    assert [c.chunk_id for c in tie] == ["x", "y"]
+    tie = reciprocal_rank_fusion([[Hit("y"), Hit("x")], [Hit("x"), Hit("y")]])
+    assert [h.chunk_id for h in tie] == ["x", "y"]
+    # weighted, k=5, lexical at 0.5: a = 1/6 + 0.5/7 = 0.2381; c = 1/8 + 0.5/6 = 0.2083; b = 1/7 = 0.1429;
+    # d = 0.5/8 = 0.0625 — c stays behind a although BM25 ranks it first
+    weighted = reciprocal_rank_fusion([dense, lexical], k=5, weights=[1.0, 0.5])
+    assert [h.chunk_id for h in weighted] == ["a", "c", "b", "d"]
+    assert weighted[1].score == pytest.approx(1 / 8 + 0.5 / 6)
+
+
+def test_large_index_gets_an_ann_index_and_still_finds_exact_neighbours(settings, make_kb):
+    """Past retrieval.ann_index_threshold optimize() builds the vector index; searches must keep working on it."""
+    import numpy as np
+
+    from citewise.types import Chunk
+
+    settings = settings.model_copy(
+        update={"retrieval": settings.retrieval.model_copy(update={"ann_index_threshold": 1000})}
+    )
+    kb = make_kb(settings)
+    rng = np.random.default_rng(7)
+    vectors = rng.normal(size=(1500, 384)).astype(np.float32)
+    vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
+    chunks = [
+        Chunk(
+            chunk_id=f"c{i:05d}",
+            doc_id=f"d{i // 10:04d}",
+            chunk_index=i % 10,
+            text=f"synthetic passage {i}",
+            filename=f"f{i // 10}.md",
+        )
+        for i in range(1500)
+    ]
+    kb.embed_documents(["records the manifest"])
+    kb.store.replace_documents(sorted({c.doc_id for c in chunks}), chunks, vectors)
+    kb.store.optimize()
+    assert "vector" in {ix.columns[0] for ix in kb.store._table.list_indices()}
+    hits = kb.store.dense(vectors[42], 5, "owner IN ('public')")
+    assert hits[0].chunk_id == "c00042" and hits[0].dense == pytest.approx(1.0, abs=1e-3)
+    assert [h.chunk_id for h in kb.store.lexical("passage 42", 3, None)][:1] == ["c00042"]

@@ -18,10 +18,11 @@ os.environ.setdefault("LANCE_LOG", "error")
 import lancedb
 import numpy as np
 import pyarrow as pa
-from lancedb.index import FTS, IvfHnswSq
+from lancedb.index import FTS, Bitmap, BTree, IvfHnswSq
 
 from citewise.errors import RetrievalError
-from citewise.types import Chunk, ScoredChunk
+from citewise.index.store import Hit
+from citewise.types import Chunk
 
 TABLE = "chunks"
 
@@ -67,6 +68,7 @@ class LanceStore:
             self._table = self._db.open_table(TABLE) if TABLE in self._db.list_tables().tables else None
         except Exception as exc:
             raise RetrievalError(f"Could not open the index at {path}: {exc}") from exc
+        self._has_ann = self._detect_ann()
 
     @classmethod
     def ephemeral(cls) -> LanceStore:
@@ -92,6 +94,7 @@ class LanceStore:
                 self._table = self._db.open_table(TABLE)
         else:
             self._table.checkout_latest()
+        self._has_ann = self._detect_ann()
 
     # -- writes ------------------------------------------------------------------------------------------------
     def _to_arrow(self, chunks: Sequence[Chunk], vectors: np.ndarray) -> pa.Table:
@@ -149,50 +152,80 @@ class LanceStore:
         if self._table is None:
             return
         table = self._table
-        indices = {tuple(ix.columns): ix.index_type for ix in table.list_indices()}
-        if ("search_text",) not in indices:
+        indexed = {ix.columns[0] for ix in table.list_indices()}
+        if "search_text" not in indexed:
             table.create_index("search_text", config=FTS(with_position=False), replace=True)
-        if ("vector",) not in indices and table.count_rows() >= self._ann_threshold:
+        # Scalar indexes: the owner prefilter runs on every query, chunk_id on every fetch of the top hits.
+        if "owner" not in indexed:
+            table.create_index("owner", config=Bitmap())
+        if "chunk_id" not in indexed:
+            table.create_index("chunk_id", config=BTree())
+        if "vector" not in indexed and table.count_rows() >= self._ann_threshold:
             # Past ~50k chunks exact search stops meeting the latency target here; HNSW over SQ keeps recall high.
-            table.create_index(vector_column_name="vector", config=IvfHnswSq(distance_type="cosine"))
+            table.create_index("vector", config=IvfHnswSq(distance_type="cosine"))
         # Folds new rows into existing indexes, compacts small fragments, drops versions older than a day.
         table.optimize(cleanup_older_than=timedelta(days=1))
+        self._has_ann = self._detect_ann()
+
+    def _detect_ann(self) -> bool:
+        return self._table is not None and any(ix.columns[0] == "vector" for ix in self._table.list_indices())
 
     # -- reads -------------------------------------------------------------------------------------------------
-    def _scored(self, rows: list[dict], vector: np.ndarray | None, *, lexical: bool) -> list[ScoredChunk]:
-        out = []
-        for row in rows:
-            dense = None
-            if "_distance" in row and row["_distance"] is not None:
-                dense = 1.0 - float(row["_distance"])
-            elif vector is not None and row.get("vector") is not None:
-                dense = float(np.dot(np.asarray(row["vector"], dtype=np.float32), vector))
-            lex = float(row["_score"]) if lexical else None
-            fields = {k: row[k] for k in _CHUNK_COLUMNS}
-            out.append(ScoredChunk(**fields, score=lex if lexical else dense, dense_score=dense, lexical_score=lex))
-        return out
-
-    def dense(self, vector: np.ndarray, limit: int, where: str | None) -> list[ScoredChunk]:
+    # Two phases: score candidates reading only ids (and, for BM25 hits, vectors), fuse and gate them in the
+    # retriever, then fetch full rows for the few that are returned. Reading every column of every candidate
+    # cost more than the searches themselves at 100k chunks.
+    def dense(self, vector: np.ndarray, limit: int, where: str | None) -> list[Hit]:
         if self._table is None:
             return []
         query = self._table.search(vector, vector_column_name="vector").distance_type("cosine")
+        if self._has_ann:
+            query = query.refine_factor(5)  # re-rank ANN candidates by exact distance: recall 0.92 → 1.0 at 100k
         if where:
             query = query.where(where, prefilter=True)
         try:
-            rows = query.select([*_CHUNK_COLUMNS, "_distance"]).limit(limit).to_list()
+            rows = query.select(["chunk_id", "_distance"]).limit(limit).to_arrow()
         except Exception as exc:
             raise RetrievalError(f"Vector search failed: {exc}") from exc
-        return self._scored(rows, None, lexical=False)
+        ids = rows.column("chunk_id").to_pylist()
+        distances = rows.column("_distance").to_numpy()
+        return [Hit(chunk_id, dense=1.0 - float(d)) for chunk_id, d in zip(ids, distances, strict=True)]
 
-    def lexical(self, text: str, limit: int, where: str | None, vector: np.ndarray | None) -> list[ScoredChunk]:
+    def lexical(self, text: str, limit: int, where: str | None, *, with_vectors: bool = False) -> list[Hit]:
         if self._table is None or not text.strip():
             return []
-        columns = [*_CHUNK_COLUMNS, "_score", *(["vector"] if vector is not None else [])]
         query = self._table.search(text, query_type="fts", fts_columns="search_text")
         if where:
             query = query.where(where, prefilter=True)
         try:
-            rows = query.select(columns).limit(limit).to_list()
+            columns = ["chunk_id", "_score", *(["vector"] if with_vectors else [])]
+            rows = query.select(columns).limit(limit).to_arrow()
         except Exception as exc:
             raise RetrievalError(f"Full-text search failed: {exc}") from exc
-        return self._scored(rows, vector, lexical=True)
+        ids = rows.column("chunk_id").to_pylist()
+        scores = rows.column("_score").to_numpy()
+        if not with_vectors or not ids:
+            return [Hit(chunk_id, lexical=float(s)) for chunk_id, s in zip(ids, scores, strict=True)]
+        vectors = rows.column("vector").combine_chunks().flatten().to_numpy().reshape(len(ids), -1)
+        return [Hit(chunk_id, lexical=float(s), vector=v) for chunk_id, s, v in zip(ids, scores, vectors, strict=True)]
+
+    def fetch(self, chunk_ids: Sequence[str]) -> dict[str, Chunk]:
+        if not chunk_ids or self._table is None:
+            return {}
+        rows = (
+            self._table.search()
+            .where(_in_list("chunk_id", chunk_ids))
+            .select(_CHUNK_COLUMNS)
+            .limit(len(chunk_ids))
+            .to_list()
+        )
+        return {row["chunk_id"]: Chunk(**row) for row in rows}
+
+    def chunks(self, where: str | None = None) -> list[Chunk]:
+        """Every chunk matching `where`, in document order (inspection and tests; not a search)."""
+        if self._table is None:
+            return []
+        query = self._table.search()
+        if where:
+            query = query.where(where)
+        rows = query.select(_CHUNK_COLUMNS).limit(None).to_list()
+        return sorted((Chunk(**row) for row in rows), key=lambda c: (c.doc_id, c.chunk_index))

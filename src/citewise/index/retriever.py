@@ -11,35 +11,37 @@ import hashlib
 import json
 from collections import OrderedDict
 from collections.abc import Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
+
+import numpy as np
 
 from citewise.errors import ValidationError
 from citewise.index.knowledge_base import KnowledgeBase
-from citewise.index.store import VectorStore, build_where
+from citewise.index.store import Hit, VectorStore, build_where
 from citewise.types import RetrievalMode, ScoredChunk, SearchResult
 
 MAX_QUERY_CHARS = 10_000
 MAX_SELECTED_TEXT_CHARS = 10_000
 
 
-def reciprocal_rank_fusion(ranked_lists: Sequence[Sequence[ScoredChunk]], k: int = 60) -> list[ScoredChunk]:
-    """Fuse ranked lists: score = Σ 1/(k + rank). Each fused chunk keeps the dense/lexical scores it was seen with."""
-    fused: dict[str, dict] = {}
-    for ranked in ranked_lists:
-        for rank, chunk in enumerate(ranked, 1):
-            entry = fused.setdefault(
-                chunk.chunk_id, {"chunk": chunk, "score": 0.0, "best": rank, "dense": None, "lex": None}
-            )
-            entry["score"] += 1.0 / (k + rank)
-            entry["best"] = min(entry["best"], rank)
-            if chunk.dense_score is not None:
-                entry["dense"] = chunk.dense_score
-            if chunk.lexical_score is not None:
-                entry["lex"] = chunk.lexical_score
-    order = sorted(fused.values(), key=lambda e: (-e["score"], e["best"], e["chunk"].chunk_id))
-    return [
-        e["chunk"].model_copy(update={"score": e["score"], "dense_score": e["dense"], "lexical_score": e["lex"]})
-        for e in order
-    ]
+def reciprocal_rank_fusion(
+    ranked_lists: Sequence[Sequence[Hit]], k: int = 60, weights: Sequence[float] | None = None
+) -> list[Hit]:
+    """Fuse ranked lists: score = Σ weight / (k + rank). A fused hit keeps the dense/lexical scores it was seen with."""
+    weights = weights if weights is not None else [1.0] * len(ranked_lists)
+    fused: dict[str, Hit] = {}
+    best: dict[str, int] = {}
+    for weight, ranked in zip(weights, ranked_lists, strict=True):
+        for rank, hit in enumerate(ranked, 1):
+            entry = fused.get(hit.chunk_id)
+            if entry is None:
+                entry = fused[hit.chunk_id] = Hit(hit.chunk_id, score=0.0)
+                best[hit.chunk_id] = rank
+            entry.score += weight / (k + rank)
+            best[hit.chunk_id] = min(best[hit.chunk_id], rank)
+            entry.dense = hit.dense if hit.dense is not None else entry.dense
+            entry.lexical = hit.lexical if hit.lexical is not None else entry.lexical
+    return sorted(fused.values(), key=lambda h: (-h.score, best[h.chunk_id], h.chunk_id))
 
 
 def _mode(mode: RetrievalMode | str | None, default: RetrievalMode) -> RetrievalMode:
@@ -57,6 +59,8 @@ class Retriever:
         self.settings = kb.settings.retrieval
         self._cache: OrderedDict[str, SearchResult] = OrderedDict()
         self._cache_version = -1
+        # One worker: the BM25 query runs while this thread embeds the query (both release the GIL).
+        self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="citewise-bm25")
 
     # -- public API --------------------------------------------------------------------------------------------
     def search(
@@ -88,7 +92,9 @@ class Retriever:
             self._cache.move_to_end(key)
             return self._cache[key].model_copy(update={"cached": True})
 
-        result = self._gate(query, mode, top_k, self._rank(self.kb.store, query, self._depth(top_k), mode, where))
+        result = self._gate(
+            self.kb.store, query, mode, top_k, self._rank(self.kb.store, query, self._depth(top_k), mode, where)
+        )
         if not result.empty and self.settings.cache_size:
             self._cache[key] = result
             while len(self._cache) > self.settings.cache_size:
@@ -106,7 +112,8 @@ class Retriever:
     ) -> list[ScoredChunk]:
         """Raw ranking to any depth, ungated and uncached: for evaluation, not for answering."""
         query = self._validate_query(query)
-        return self._rank(self.kb.store, query, limit, _mode(mode, self.settings.mode), build_where(owner, filters))
+        hits = self._rank(self.kb.store, query, limit, _mode(mode, self.settings.mode), build_where(owner, filters))
+        return self._materialize(self.kb.store, hits)
 
     def clear_cache(self) -> None:
         self._cache.clear()
@@ -140,28 +147,49 @@ class Retriever:
         }
         return hashlib.sha256(json.dumps(payload, sort_keys=True).encode()).hexdigest()
 
-    def _rank(
-        self, store: VectorStore, query: str, limit: int, mode: RetrievalMode, where: str | None
-    ) -> list[ScoredChunk]:
+    def _rank(self, store: VectorStore, query: str, limit: int, mode: RetrievalMode, where: str | None) -> list[Hit]:
         persistent = store is self.kb.store
         if persistent and self.kb.manifest is None:
             return []  # nothing was ever ingested: don't load a model to search nothing
         if mode == RetrievalMode.LEXICAL:
-            return store.lexical(query, limit, where, None)
+            hits = store.lexical(query, limit, where)
+            for hit in hits:
+                hit.score = hit.lexical
+            return hits
+        lexical = None
+        if mode == RetrievalMode.HYBRID:
+            lexical = self._pool.submit(store.lexical, query, limit, where, with_vectors=True)
         # The manifest-checked path for the index on disk; the in-memory store has no manifest to check against.
         vector = self.kb.embed_query(query) if persistent else self.kb.embedder.embed_query(query)
         dense = store.dense(vector, limit, where)
-        if mode == RetrievalMode.DENSE:
+        for hit in dense:
+            hit.score = hit.dense
+        if lexical is None:
             return dense
-        lexical = store.lexical(query, limit, where, vector)
-        return reciprocal_rank_fusion([dense, lexical], k=self.settings.rrf_k)
+        lexical_hits = lexical.result()
+        if lexical_hits:  # every candidate needs its cosine for the gate: one matrix product for all BM25 hits
+            cosines = np.vstack([h.vector for h in lexical_hits]) @ vector
+            for hit, cosine in zip(lexical_hits, cosines, strict=True):
+                hit.dense, hit.vector = float(cosine), None
+        return reciprocal_rank_fusion(
+            [dense, lexical_hits], k=self.settings.rrf_k, weights=[1.0, self.settings.lexical_weight]
+        )
 
-    def _gate(self, query: str, mode: RetrievalMode, top_k: int, ranked: list[ScoredChunk]) -> SearchResult:
+    def _gate(self, store: VectorStore, query: str, mode: RetrievalMode, top_k: int, ranked: list[Hit]) -> SearchResult:
         if mode != RetrievalMode.LEXICAL:
             floor = self.settings.min_score
-            ranked = [c for c in ranked if c.dense_score is not None and c.dense_score >= floor]
-        chunks = ranked[:top_k]
+            ranked = [h for h in ranked if h.dense is not None and h.dense >= floor]
+        chunks = self._materialize(store, ranked[:top_k])
         return SearchResult(query=query, mode=mode, chunks=chunks, empty=not chunks)
+
+    @staticmethod
+    def _materialize(store: VectorStore, hits: list[Hit]) -> list[ScoredChunk]:
+        rows = store.fetch([h.chunk_id for h in hits])
+        return [
+            ScoredChunk(**rows[h.chunk_id].model_dump(), score=h.score, dense_score=h.dense, lexical_score=h.lexical)
+            for h in hits
+            if h.chunk_id in rows  # a chunk deleted by a concurrent ingest between the two phases is dropped
+        ]
 
     def _search_selected(self, query: str, top_k: int, mode: RetrievalMode, text: str) -> SearchResult:
         """Search only inside `text`: chunked and indexed in memory for this call, never written anywhere."""
@@ -198,4 +226,4 @@ class Retriever:
         store.replace_documents([doc_id], chunks, self.kb.embedder.embed_documents([c.text for c in chunks]))
         store.optimize()
         ranked = self._rank(store, query, self._depth(top_k), mode, None)
-        return self._gate(query, mode, top_k, ranked)
+        return self._gate(store, query, mode, top_k, ranked)

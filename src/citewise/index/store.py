@@ -8,12 +8,13 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Protocol
 
 import numpy as np
 
 from citewise.errors import ValidationError
-from citewise.types import PUBLIC_OWNER, Chunk, ScoredChunk
+from citewise.types import PUBLIC_OWNER, Chunk
 
 OWNER_RE = re.compile(r"^[A-Za-z0-9_.@-]{1,128}$")
 
@@ -21,10 +22,24 @@ OWNER_RE = re.compile(r"^[A-Za-z0-9_.@-]{1,128}$")
 FILTERABLE_FIELDS = frozenset({"doc_id", "filename", "module", "chapter", "title", "source_url", "page"})
 
 
+@dataclass(slots=True)
+class Hit:
+    """A search candidate before its row is fetched: enough to fuse, gate and rank."""
+
+    chunk_id: str
+    score: float | None = None  # what orders the list: fused RRF score, cosine (dense) or BM25 (lexical)
+    dense: float | None = None  # cosine similarity to the query
+    lexical: float | None = None  # BM25 score
+    vector: np.ndarray | None = None  # the chunk's vector, when asked for (BM25 hits need their cosine)
+
+
 class VectorStore(Protocol):
     def count(self) -> int: ...
 
     def version(self) -> int: ...
+
+    def refresh(self) -> None:
+        """See commits made by other processes."""
 
     def replace_documents(self, doc_ids: Sequence[str], chunks: Sequence[Chunk], vectors: np.ndarray) -> None:
         """Atomically make `chunks` the only chunks of `doc_ids` (one commit: readers see old or new, never none)."""
@@ -34,10 +49,17 @@ class VectorStore(Protocol):
     def vectors_by_hash(self, doc_ids: Sequence[str]) -> dict[str, np.ndarray]:
         """content_hash → stored vector for the chunks of these documents (reused when a file changes)."""
 
-    def dense(self, vector: np.ndarray, limit: int, where: str | None) -> list[ScoredChunk]: ...
+    def dense(self, vector: np.ndarray, limit: int, where: str | None) -> list[Hit]:
+        """Nearest chunks by cosine similarity, best first, with `where` applied before the search."""
 
-    def lexical(self, text: str, limit: int, where: str | None, vector: np.ndarray | None) -> list[ScoredChunk]:
-        """Full-text (BM25) hits; when `vector` is given each hit also carries its cosine similarity to it."""
+    def lexical(self, text: str, limit: int, where: str | None, *, with_vectors: bool = False) -> list[Hit]:
+        """Full-text (BM25) hits, best first, prefiltered; `with_vectors` also returns each hit's vector."""
+
+    def fetch(self, chunk_ids: Sequence[str]) -> dict[str, Chunk]:
+        """Full rows of these chunks (ids no longer present are simply missing)."""
+
+    def chunks(self, where: str | None = None) -> list[Chunk]:
+        """Every chunk matching `where` (inspection and tests, not search)."""
 
     def optimize(self) -> None:
         """Fold new rows into the indexes (FTS, ANN past a size threshold) and compact; run after an ingest."""
