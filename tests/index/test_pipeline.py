@@ -173,6 +173,14 @@ def test_missing_path_is_a_config_error_and_writes_nothing(kb, tmp_path):
     assert kb.registry.list() == []
 
 
+def test_folder_without_supported_files_is_a_clear_error(kb, tmp_path):
+    (tmp_path / "empty").mkdir()
+    (tmp_path / "empty" / "notes.docx").write_bytes(b"PK")
+    with pytest.raises(ConfigError, match=r"No files to ingest.*\.md"):
+        Ingestor(kb).ingest_paths([tmp_path / "empty"])
+    assert Ingestor(kb).ingest_paths([tmp_path / "empty"], prune=True).seen == 0
+
+
 def test_owner_tag_and_reingest_as_other_owner(kb, corpus):
     Ingestor(kb, owner="alice").ingest_paths([corpus])
     assert {r.owner for r in kb.registry.list()} == {"alice"}

@@ -127,7 +127,13 @@ class Ingestor:
         self, paths: Sequence[Path], *, prune: bool = False, globs: Sequence[str] | None = None
     ) -> IngestReport:
         started = datetime.now(UTC)
-        files = discover(paths, globs or self.settings.ingest.globs)
+        patterns = globs or self.settings.ingest.globs
+        files = discover(paths, patterns)
+        if not files and not prune:  # with --prune an emptied folder is legitimate: everything under it goes
+            raise ConfigError(
+                f"No files to ingest under {', '.join(str(p) for p in paths)} (patterns: {', '.join(patterns)}). "
+                f"Supported types: {', '.join(sorted(SUPPORTED_SUFFIXES))}."
+            )
         jobs = [self._file_job(root, file) for root, file in files]
         report = self._run(jobs)
         if prune:
