@@ -8,16 +8,20 @@ from __future__ import annotations
 
 import os
 import shutil
+import tempfile
 from pathlib import Path
 
 import pytest
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+# Every home the tests create (and every `citewise` subprocess they start) shares one exported ONNX model instead
+# of exporting its own. Set before any Settings is built.
+os.environ.setdefault("CITEWISE_MODELS_DIR", tempfile.mkdtemp(prefix="citewise-test-models-"))
 
-from citewise.index.embeddings import LocalEmbedder
+from citewise.index.embeddings import Embedder, create_embedder
 from citewise.index.knowledge_base import KnowledgeBase
-from citewise.settings import DEFAULT_EMBEDDINGS, Settings
+from citewise.settings import Settings
 
 FIXTURES = Path(__file__).parent / "fixtures"
 CORPUS = FIXTURES / "corpus"
@@ -25,8 +29,9 @@ BROKEN = FIXTURES / "broken"
 
 
 @pytest.fixture(scope="session")
-def embedder() -> LocalEmbedder:
-    return LocalEmbedder(DEFAULT_EMBEDDINGS, "all-MiniLM-L6-v2")
+def embedder(tmp_path_factory) -> Embedder:
+    """The default local embedder (bundled MiniLM on the default backend), loaded once for the session."""
+    return create_embedder(Settings(home=tmp_path_factory.mktemp("embedder-home")))
 
 
 @pytest.fixture

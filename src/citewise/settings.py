@@ -12,7 +12,7 @@ import hashlib
 import json
 import os
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 from pydantic_settings import (
@@ -114,6 +114,17 @@ class Settings(BaseSettings):
         ),
     )
     embeddings_base_url: str | None = Field(None, description="Base URL for OpenAI-compatible or Ollama embeddings.")
+    embeddings_backend: Literal["onnx", "onnx-int8", "torch"] = Field(
+        "onnx",
+        description=(
+            "How local models run: ONNX Runtime (same vectors as torch, no torch import when querying; exported once "
+            "into models_dir), ONNX int8 (faster ingest, slightly different vectors), or sentence-transformers on "
+            "torch."
+        ),
+    )
+    models_dir: Path | None = Field(
+        None, description="Where exported local models are cached (default: CITEWISE_HOME/models)."
+    )
     ingest: IngestSettings = Field(default_factory=IngestSettings)
     retrieval: RetrievalSettings = Field(default_factory=RetrievalSettings)
 
@@ -142,10 +153,15 @@ class Settings(BaseSettings):
     def index_dir(self) -> Path:
         return self.home / "index"
 
+    @property
+    def model_cache_dir(self) -> Path:
+        return self.models_dir or self.home / "models"
+
     def ingest_fingerprint(self) -> str:
         """What, besides a file's bytes, decides its chunks and vectors: a change here re-ingests everything."""
         relevant = {
             "embeddings": self.embeddings,
+            "backend": self.embeddings_backend if self.embeddings.startswith("local:") else None,
             "chunk_size": self.ingest.chunk_size,
             "chunk_overlap": self.ingest.chunk_overlap,
             "max_block_chars": self.ingest.max_block_chars,

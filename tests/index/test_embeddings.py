@@ -25,9 +25,29 @@ def test_bundled_model_gives_normalised_384_dim_vectors(embedder):
     )
 
 
-def test_creating_an_embedder_loads_nothing():
-    embedder = create_embedder(Settings())
+@pytest.mark.parametrize("backend", ["onnx", "onnx-int8", "torch"])
+def test_creating_an_embedder_loads_nothing(backend, tmp_path):
+    embedder = create_embedder(Settings(home=tmp_path, embeddings_backend=backend))
     assert embedder.load_count == 0
+    assert not (tmp_path / "models").exists()
+
+
+def test_onnx_backends_agree_with_sentence_transformers(embedder, tmp_path):
+    """The ONNX pipeline is our own code: it must give sentence-transformers' vectors (fp32) or nearly (int8)."""
+    texts = [
+        "Run `orbitron queue create --name emails` to create a queue.",
+        "Snapshots are kept for 14 days.",
+        "short",
+        "A much longer passage about retries, dead-letter queues, visibility timeouts and batching. " * 8,
+    ]
+    reference = create_embedder(Settings(home=tmp_path, embeddings_backend="torch")).embed_documents(texts)
+    fp32 = create_embedder(Settings(home=tmp_path, embeddings_backend="onnx")).embed_documents(texts)
+    assert np.allclose((fp32 * reference).sum(axis=1), 1.0, atol=1e-4)
+    int8 = create_embedder(Settings(home=tmp_path, embeddings_backend="onnx-int8")).embed_documents(texts)
+    assert ((int8 * reference).sum(axis=1) > 0.97).all()
+    # batch order and padding don't change a text's vector
+    alone = create_embedder(Settings(home=tmp_path, embeddings_backend="onnx")).embed_query(texts[2])
+    assert float(alone @ fp32[2]) > 0.9999
 
 
 def test_unknown_provider_names_the_known_ones():

@@ -116,10 +116,10 @@ def test_unrelated_question_is_flagged_empty(indexed):
 
 
 def test_empty_index_answers_empty_without_loading_a_model(settings):
-    from citewise.index.embeddings import LocalEmbedder
+    from citewise.index.embeddings import create_embedder
     from citewise.index.knowledge_base import KnowledgeBase
 
-    embedder = LocalEmbedder("local:all-MiniLM-L6-v2", "all-MiniLM-L6-v2")
+    embedder = create_embedder(settings)
     result = Retriever(KnowledgeBase(settings, embedder=embedder)).search("anything")
     assert result.empty and embedder.load_count == 0
 
