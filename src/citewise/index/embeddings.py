@@ -199,8 +199,14 @@ class OnnxEmbedder:
             from onnxruntime.quantization import QuantType, quantize_dynamic
 
             tmp = target.with_suffix(".tmp")
+            # reduce_range (7-bit weights) keeps accuracy on CPUs without VNNI, where 8-bit products can saturate.
             quantize_dynamic(
-                str(fp32), str(tmp), weight_type=QuantType.QInt8, per_channel=True, op_types_to_quantize=["MatMul"]
+                str(fp32),
+                str(tmp),
+                weight_type=QuantType.QInt8,
+                per_channel=True,
+                reduce_range=True,
+                op_types_to_quantize=["MatMul"],
             )
             os.replace(tmp, target)
 
