@@ -194,34 +194,17 @@ class Retriever:
     def _search_selected(self, query: str, top_k: int, mode: RetrievalMode, text: str) -> SearchResult:
         """Search only inside `text`: chunked and indexed in memory for this call, never written anywhere."""
         from citewise.index.lancedb_store import LanceStore
-        from citewise.ingest.chunking import chunk_blocks
         from citewise.ingest.loaders import parse_plain_text
-        from citewise.types import Chunk, make_chunk_id, make_doc_id
+        from citewise.ingest.pipeline import make_chunks
+        from citewise.types import make_doc_id
 
         if not isinstance(text, str) or not text.strip():
             raise ValidationError("selected_text cannot be empty")
         if len(text) > MAX_SELECTED_TEXT_CHARS:
             raise ValidationError(f"selected_text is {len(text)} characters; the limit is {MAX_SELECTED_TEXT_CHARS}")
-        ingest = self.kb.settings.ingest
         doc = parse_plain_text(text, source="selected-text", filename="selected text", title="Selected text")
         doc_id = make_doc_id("selected-text:" + hashlib.sha256(text.encode()).hexdigest())
-        drafts = chunk_blocks(
-            doc.blocks,
-            chunk_size=ingest.chunk_size,
-            chunk_overlap=ingest.chunk_overlap,
-            max_block_chars=ingest.max_block_chars,
-        )
-        chunks = [
-            Chunk(
-                chunk_id=make_chunk_id(doc_id, i),
-                doc_id=doc_id,
-                chunk_index=i,
-                text=d.text,
-                filename="selected text",
-                chapter=" > ".join(d.headings),
-            )
-            for i, d in enumerate(drafts)
-        ]
+        chunks = make_chunks(doc, self.kb.settings.ingest, doc_id=doc_id, filename="selected text")
         store = LanceStore.ephemeral()
         store.replace_documents([doc_id], chunks, self.kb.embedder.embed_documents([c.text for c in chunks]))
         store.optimize()

@@ -27,6 +27,7 @@ from citewise.index.registry import now_iso
 from citewise.index.store import validate_owner
 from citewise.ingest.chunking import chunk_blocks
 from citewise.ingest.loaders import SUPPORTED_SUFFIXES, load_file
+from citewise.settings import IngestSettings
 from citewise.types import PUBLIC_OWNER, Chunk, DocStatus, DocumentRecord, ParsedDocument, make_chunk_id, make_doc_id
 
 # Folders nobody means to ingest; skipping them keeps `citewise ingest .` sane.
@@ -103,6 +104,45 @@ def discover(paths: Sequence[Path], globs: Sequence[str]) -> list[tuple[Path, Pa
                 if file.is_file() and not any(p in SKIP_DIRS or p.startswith(".") for p in rel_parts):
                     found.setdefault(file.resolve(), given)
     return sorted(((root, file) for file, root in found.items()), key=lambda rf: str(rf[1]))
+
+
+def make_chunks(
+    doc: ParsedDocument,
+    ingest: IngestSettings,
+    *,
+    doc_id: str,
+    filename: str,
+    module: str = "",
+    source_url: str | None = None,
+    modified: str | None = None,
+    owner: str = PUBLIC_OWNER,
+) -> list[Chunk]:
+    """A parsed document's chunks with ids, metadata and content hashes: the one place chunks are made."""
+    drafts = chunk_blocks(
+        doc.blocks,
+        chunk_size=ingest.chunk_size,
+        chunk_overlap=ingest.chunk_overlap,
+        max_block_chars=ingest.max_block_chars,
+    )
+    chunks = []
+    for index, draft in enumerate(drafts):
+        chunk = Chunk(
+            chunk_id=make_chunk_id(doc_id, index),
+            doc_id=doc_id,
+            chunk_index=index,
+            text=draft.text,
+            filename=filename,
+            source_url=source_url,
+            module=module,
+            chapter=" > ".join(draft.headings),
+            title=doc.title,
+            page=draft.page,
+            modified=modified,
+            owner=owner,
+        )
+        chunk.content_hash = _digest(search_text(chunk))
+        chunks.append(chunk)
+    return chunks
 
 
 def _source_url(base_url: str | None, relative: str) -> str | None:
@@ -229,33 +269,18 @@ class Ingestor:
     def _prepare(self, job: _Job) -> _Ready:
         doc = job.load()
         ingest = self.settings.ingest
-        drafts = chunk_blocks(
-            doc.blocks,
-            chunk_size=ingest.chunk_size,
-            chunk_overlap=ingest.chunk_overlap,
-            max_block_chars=ingest.max_block_chars,
+        chunks = make_chunks(
+            doc,
+            ingest,
+            doc_id=job.doc_id,
+            filename=job.filename,
+            module=job.module,
+            source_url=doc.source_url or _source_url(ingest.base_url, job.relative),
+            modified=doc.date or job.mtime_iso,
+            owner=self.owner,
         )
-        if not drafts:
+        if not chunks:
             raise IngestError(f"{job.filename}: no text to index")
-        source_url = doc.source_url or _source_url(ingest.base_url, job.relative)
-        chunks = []
-        for index, draft in enumerate(drafts):
-            chunk = Chunk(
-                chunk_id=make_chunk_id(job.doc_id, index),
-                doc_id=job.doc_id,
-                chunk_index=index,
-                text=draft.text,
-                filename=job.filename,
-                source_url=source_url,
-                module=job.module,
-                chapter=" > ".join(draft.headings),
-                title=doc.title,
-                page=draft.page,
-                modified=doc.date or job.mtime_iso,
-                owner=self.owner,
-            )
-            chunk.content_hash = _digest(search_text(chunk))
-            chunks.append(chunk)
         known = self.kb.store.vectors_by_hash([job.doc_id]) if self.kb.manifest else {}
         return _Ready(job=job, title=doc.title, chunks=chunks, vectors=[known.get(c.content_hash) for c in chunks])
 
