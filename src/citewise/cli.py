@@ -229,7 +229,7 @@ def docs_list(
         colours = {DocStatus.INDEXED: "green", DocStatus.FAILED: "red", DocStatus.PENDING: "yellow"}
         for r in records:
             table.add_row(
-                r.doc_id, r.source, r.owner, f"[{colours[r.status]}]{r.status}[/]", str(r.chunk_count), r.error or ""
+                r.doc_id, r.filename, r.owner, f"[{colours[r.status]}]{r.status}[/]", str(r.chunk_count), r.error or ""
             )
         out.print(table)
         return 0
