@@ -90,7 +90,7 @@ class Retriever:
         key = self._cache_key(query, top_k, owner, mode, filters, version)
         if key in self._cache:
             self._cache.move_to_end(key)
-            return self._cache[key].model_copy(update={"cached": True})
+            return self._cache[key].model_copy(update={"cached": True}, deep=True)  # callers may edit their copy
 
         result = self._gate(
             self.kb.store, query, mode, top_k, self._rank(self.kb.store, query, self._depth(top_k), mode, where)
