@@ -235,9 +235,10 @@ class Ingestor:
     def _run(self, jobs: list[_Job]) -> IngestReport:
         report = IngestReport(seen=len(jobs))
         registry = self.kb.registry
+        indexed = {r.doc_id: r for r in registry.list(status=DocStatus.INDEXED)}  # one query, not one per file
         todo = []
         for job in jobs:
-            known = registry.get(job.doc_id)
+            known = indexed.get(job.doc_id)
             if known and known.status == DocStatus.INDEXED and known.file_hash == job.file_hash:
                 report.unchanged += 1
             else:
