@@ -21,7 +21,7 @@ import pyarrow as pa
 from lancedb.index import FTS, Bitmap, BTree, IvfHnswSq
 
 from citewise.errors import RetrievalError
-from citewise.index.store import Hit
+from citewise.index.store import Hit, in_list
 from citewise.types import Chunk
 
 TABLE = "chunks"
@@ -53,9 +53,10 @@ def search_text(chunk: Chunk) -> str:
     return "\n".join(part for part in (chunk.title, chunk.chapter, chunk.text) if part)
 
 
-def _in_list(column: str, values: Sequence[str]) -> str:
-    quoted = ", ".join("'" + v.replace("'", "''") + "'" for v in values)
-    return f"{column} IN ({quoted})"
+def _vector_matrix(rows: pa.Table) -> np.ndarray:
+    """The fixed-size-list `vector` column as an (n, dim) float32 matrix, without a Python list per row."""
+    column = rows.column("vector").combine_chunks()
+    return column.flatten().to_numpy().reshape(len(column), -1).astype(np.float32, copy=False)
 
 
 class LanceStore:
@@ -126,27 +127,27 @@ class LanceStore:
             table.merge_insert("chunk_id")
             .when_matched_update_all()
             .when_not_matched_insert_all()
-            .when_not_matched_by_source_delete(_in_list("doc_id", doc_ids))
+            .when_not_matched_by_source_delete(in_list("doc_id", doc_ids))
             .execute(self._to_arrow(chunks, vectors))
         )
 
     def delete_documents(self, doc_ids: Sequence[str]) -> None:
         if doc_ids and self._table is not None:
-            self._table.delete(_in_list("doc_id", doc_ids))
+            self._table.delete(in_list("doc_id", doc_ids))
 
     def vectors_by_hash(self, doc_ids: Sequence[str]) -> dict[str, np.ndarray]:
         if not doc_ids or self._table is None:
             return {}
         rows = (
             self._table.search()
-            .where(_in_list("doc_id", doc_ids))
+            .where(in_list("doc_id", doc_ids))
             .select(["content_hash", "vector"])
             .limit(None)
             .to_arrow()
         )
-        hashes = rows.column("content_hash").to_pylist()
-        vectors = np.asarray(rows.column("vector").to_pylist(), dtype=np.float32)
-        return dict(zip(hashes, vectors, strict=True))
+        if not rows.num_rows:
+            return {}
+        return dict(zip(rows.column("content_hash").to_pylist(), _vector_matrix(rows), strict=True))
 
     def optimize(self) -> None:
         if self._table is None:
@@ -205,7 +206,7 @@ class LanceStore:
         scores = rows.column("_score").to_numpy()
         if not with_vectors or not ids:
             return [Hit(chunk_id, lexical=float(s)) for chunk_id, s in zip(ids, scores, strict=True)]
-        vectors = rows.column("vector").combine_chunks().flatten().to_numpy().reshape(len(ids), -1)
+        vectors = _vector_matrix(rows)
         return [Hit(chunk_id, lexical=float(s), vector=v) for chunk_id, s, v in zip(ids, scores, vectors, strict=True)]
 
     def fetch(self, chunk_ids: Sequence[str]) -> dict[str, Chunk]:
@@ -213,7 +214,7 @@ class LanceStore:
             return {}
         rows = (
             self._table.search()
-            .where(_in_list("chunk_id", chunk_ids))
+            .where(in_list("chunk_id", chunk_ids))
             .select(_CHUNK_COLUMNS)
             .limit(len(chunk_ids))
             .to_list()

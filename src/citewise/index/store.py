@@ -81,6 +81,11 @@ def sql_literal(value: object) -> str:
     return "'" + str(value).replace("'", "''") + "'"
 
 
+def in_list(column: str, values: Sequence[object]) -> str:
+    """`column IN (...)` with every value escaped; the column name must come from code, never from a caller."""
+    return f"{column} IN ({', '.join(sql_literal(v) for v in values)})"
+
+
 def build_where(owner: str | None, filters: Mapping[str, object] | None = None) -> str:
     """The prefilter applied inside every query: the caller's owner scope plus exact-match metadata filters.
 
@@ -88,7 +93,7 @@ def build_where(owner: str | None, filters: Mapping[str, object] | None = None) 
     """
     owner = validate_owner(owner)
     owners = [PUBLIC_OWNER] if owner in (None, PUBLIC_OWNER) else [PUBLIC_OWNER, owner]
-    clauses = [f"owner IN ({', '.join(sql_literal(o) for o in owners)})"]
+    clauses = [in_list("owner", owners)]
     for field, value in sorted((filters or {}).items()):
         if field not in FILTERABLE_FIELDS:
             allowed = ", ".join(sorted(FILTERABLE_FIELDS))
@@ -96,5 +101,5 @@ def build_where(owner: str | None, filters: Mapping[str, object] | None = None) 
         values = value if isinstance(value, list | tuple | set | frozenset) else [value]
         if not values:
             raise ValidationError(f"Filter {field!r} has no values")
-        clauses.append(f"{field} IN ({', '.join(sql_literal(v) for v in sorted(values, key=str))})")
+        clauses.append(in_list(field, sorted(values, key=str)))
     return " AND ".join(clauses)
