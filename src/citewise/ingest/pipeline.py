@@ -161,6 +161,7 @@ class Ingestor:
         self.owner = validate_owner(owner) or PUBLIC_OWNER
         self.progress = progress or (lambda stage, done, total: None)
         self._fingerprint = self.settings.ingest_fingerprint()
+        self._known: set[str] = set()  # doc ids the registry had when this run started
 
     # -- entry points ------------------------------------------------------------------------------------------
     def ingest_paths(
@@ -235,10 +236,13 @@ class Ingestor:
     def _run(self, jobs: list[_Job]) -> IngestReport:
         report = IngestReport(seen=len(jobs))
         registry = self.kb.registry
-        indexed = {r.doc_id: r for r in registry.list(status=DocStatus.INDEXED)}  # one query, not one per file
+        records = {r.doc_id: r for r in registry.list()}  # one query, not one per file
+        # Only documents the registry knows can have stored chunks (vectors to reuse, rows to delete): new ones
+        # skip those lookups, which scan the table.
+        self._known = set(records)
         todo = []
         for job in jobs:
-            known = indexed.get(job.doc_id)
+            known = records.get(job.doc_id)
             if known and known.status == DocStatus.INDEXED and known.file_hash == job.file_hash:
                 report.unchanged += 1
             else:
@@ -282,7 +286,7 @@ class Ingestor:
         )
         if not chunks:
             raise IngestError(f"{job.filename}: no text to index")
-        known = self.kb.store.vectors_by_hash([job.doc_id]) if self.kb.manifest else {}
+        known = self.kb.store.vectors_by_hash([job.doc_id]) if job.doc_id in self._known else {}
         return _Ready(job=job, title=doc.title, chunks=chunks, vectors=[known.get(c.content_hash) for c in chunks])
 
     def _commit(self, batch: list[_Ready], report: IngestReport) -> None:
@@ -311,7 +315,7 @@ class Ingestor:
     def _fail(self, job: _Job, error: str, report: IngestReport) -> None:
         report.failed += 1
         report.failures.append(IngestFailure(source=job.source, error=error))
-        if self.kb.manifest:  # stale chunks of a file that is now broken must not keep answering
+        if job.doc_id in self._known:  # stale chunks of a file that is now broken must not keep answering
             self.kb.store.delete_documents([job.doc_id])
         self.kb.registry.upsert([self._record(job, DocStatus.FAILED, error=error)])
 
