@@ -12,19 +12,22 @@ import hashlib
 import json
 import os
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator
 from pydantic_settings import (
     BaseSettings,
+    NoDecode,
     PydanticBaseSettingsSource,
     SettingsConfigDict,
     TomlConfigSettingsSource,
 )
 
-from citewise.types import RetrievalMode
+from citewise.types import AnswerStyle, RetrievalMode
 
 DEFAULT_EMBEDDINGS = "local:all-MiniLM-L6-v2"
+DEFAULT_LLM = "extractive"
+DEFAULT_GREETINGS = ("hi", "hello", "hey", "salam", "assalam o alaikum", "assalamu alaikum", "good morning")
 
 DEFAULT_GLOBS = ("**/*.md", "**/*.mdx", "**/*.markdown", "**/*.html", "**/*.htm", "**/*.pdf", "**/*.rst", "**/*.txt")
 
@@ -93,6 +96,73 @@ class RetrievalSettings(BaseModel):
     )
 
 
+class AgentSettings(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    profile: Literal["default", "docuchat"] = Field(
+        "default", description='Limits profile: "docuchat" allows 5 tool calls instead of 3.'
+    )
+    max_turns: int = Field(6, ge=1, le=50, description="LLM turns per question before MAX_TURNS_REACHED.")
+    max_tool_calls: int | None = Field(
+        None, ge=1, le=50, description="Unique tool calls per question (default: 3, or 5 in the docuchat profile)."
+    )
+    max_context_chars: int = Field(
+        12_000, ge=1000, description="Conversation history kept for the model, newest first; more → MAX_CONTEXT_REACHED."
+    )
+    max_reprompts: int = Field(3, ge=0, le=10, description="Times the validator may send an answer back for repair.")
+    max_question_chars: int = Field(1000, ge=1, le=10_000, description="Longest question the agent accepts.")
+    greetings: tuple[str, ...] = Field(
+        DEFAULT_GREETINGS, description="Messages answered with a welcome, no retrieval (case/punctuation ignored)."
+    )
+    search_top_k: int = Field(5, ge=1, le=10, description="Chunks the mandatory first search retrieves.")
+    style: AnswerStyle = Field(AnswerStyle.DEFAULT, description="Default answer style.")
+    quote_max_sentences: int = Field(4, ge=1, le=20, description="Quote mode: most sentences in an answer.")
+    quote_min_score: float = Field(
+        0.45,
+        ge=-1.0,
+        le=1.0,
+        description=(
+            "Quote mode: refuse unless the best retrieved chunk's cosine similarity reaches this "
+            "(calibrated on ClapNQ, see BENCHMARKS.md)."
+        ),
+    )
+
+    @property
+    def tool_call_limit(self) -> int:
+        if self.max_tool_calls is not None:
+            return self.max_tool_calls
+        return 5 if self.profile == "docuchat" else 3
+
+
+class GenerationSettings(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    temperature: float = Field(0.0, ge=0.0, le=2.0, description="Sampling temperature (0: deterministic).")
+    seed: int = Field(42, description="Seed passed to vendors that accept one.")
+    max_tokens: int = Field(1024, ge=16, le=32_000, description="Most tokens in one model reply.")
+    plan_timeout_s: float = Field(30.0, gt=0, description="Timeout of the planner call.")
+    chat_timeout_s: float = Field(60.0, gt=0, description="Timeout of one chat call.")
+    embed_timeout_s: float = Field(30.0, gt=0, description="Timeout of one vendor embedding call.")
+    llm_retries: int = Field(2, ge=0, le=10, description="Retries of a failed LLM call (exponential backoff + jitter).")
+    tool_retries: int = Field(3, ge=0, le=10, description="Retries of a failed tool call.")
+    cache: bool = Field(True, description="Cache non-streaming LLM replies (SQLite under CITEWISE_HOME).")
+    cache_path: Path | None = Field(None, description="Where the LLM cache lives (default: CITEWISE_HOME/llm_cache.sqlite3).")
+    local_model_path: Path | None = Field(
+        None, description="A GGUF file or Hugging Face model folder for the `local` answerer (default: bundled SmolLM2)."
+    )
+
+
+class ServerSettings(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    host: str = Field("127.0.0.1", description="Interface `citewise serve` binds to.")
+    port: int = Field(8000, ge=1, le=65535, description="Port `citewise serve` listens on.")
+    rate_limit_per_minute: int = Field(60, ge=0, description="Requests per minute per API key (0: unlimited).")
+    max_upload_mb: float = Field(50.0, gt=0, description="Largest accepted upload.")
+    log_questions: bool = Field(True, description="Log questions and outcomes under CITEWISE_HOME (for `citewise gaps`).")
+    cors_origins: tuple[str, ...] = Field((), description="Origins allowed to call the API from a browser.")
+
+
 class Settings(BaseSettings):
     """Citewise settings. Every field can be set as `CITEWISE_<NAME>` (nested: `CITEWISE_INGEST__CHUNK_SIZE`)."""
 
@@ -127,6 +197,29 @@ class Settings(BaseSettings):
     )
     ingest: IngestSettings = Field(default_factory=IngestSettings)
     retrieval: RetrievalSettings = Field(default_factory=RetrievalSettings)
+    llm: str = Field(
+        DEFAULT_LLM,
+        description=(
+            '"extractive" (quote mode, no LLM), "local" (bundled SmolLM2 on CPU) or "provider:model" '
+            "(google_genai, openai, groq, anthropic, ollama)."
+        ),
+    )
+    llm_fallbacks: Annotated[list[str], NoDecode] = Field(
+        default_factory=list, description="Ordered answerers tried when the primary is rate limited or fails (5xx)."
+    )
+    llm_base_url: str | None = Field(None, description="Base URL for an OpenAI-compatible server or Ollama.")
+    llm_api_key: SecretStr | None = Field(
+        None, description="API key for the primary vendor (else the vendor's own variable, e.g. OPENAI_API_KEY)."
+    )
+    agent: AgentSettings = Field(default_factory=AgentSettings)
+    generation: GenerationSettings = Field(default_factory=GenerationSettings)
+    server: ServerSettings = Field(default_factory=ServerSettings)
+    api_keys: dict[str, str] = Field(
+        default_factory=dict, repr=False, description="API key → owner id. When set, every HTTP request needs a key."
+    )
+    database_url: SecretStr | None = Field(
+        None, description="PostgreSQL URL for conversation sessions (default: SQLite under CITEWISE_HOME)."
+    )
 
     @field_validator("embeddings")
     @classmethod
@@ -136,6 +229,24 @@ class Settings(BaseSettings):
                 f'expected "provider:model", e.g. "{DEFAULT_EMBEDDINGS}" or "openai:text-embedding-3-small"'
             )
         return v.strip()
+
+    @field_validator("llm")
+    @classmethod
+    def _answerer(cls, v: str) -> str:
+        v = v.strip()
+        if v not in ("extractive", "local") and (":" not in v or not all(p.strip() for p in v.split(":", 1))):
+            raise ValueError('expected "extractive", "local" or "provider:model", e.g. "openai:gpt-4o-mini"')
+        return v
+
+    @field_validator("llm_fallbacks", mode="before")
+    @classmethod
+    def _comma_list(cls, v: Any) -> Any:
+        # CITEWISE_LLM_FALLBACKS="google_genai:gemini-2.0-flash,groq:llama-3.1-8b-instant" reads naturally.
+        if isinstance(v, str):
+            if v.lstrip().startswith("["):
+                return json.loads(v)
+            return [part.strip() for part in v.split(",") if part.strip()]
+        return v
 
     @classmethod
     def settings_customise_sources(
@@ -156,6 +267,18 @@ class Settings(BaseSettings):
     @property
     def model_cache_dir(self) -> Path:
         return self.models_dir or self.home / "models"
+
+    @property
+    def llm_cache_path(self) -> Path:
+        return self.generation.cache_path or self.home / "llm_cache.sqlite3"
+
+    @property
+    def sessions_path(self) -> Path:
+        return self.home / "sessions.sqlite3"
+
+    @property
+    def questions_log_path(self) -> Path:
+        return self.home / "questions.jsonl"
 
     def ingest_fingerprint(self) -> str:
         """What, besides a file's bytes, decides its chunks and vectors: a change here re-ingests everything."""

@@ -120,3 +120,107 @@ class DocumentRecord(BaseModel):
     chunk_count: int = 0
     file_hash: str = ""  # sha256 of the file bytes + ingest fingerprint: unchanged → nothing to do
     updated_at: str = ""
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Answering: what the agent returns. The contract users code against (docs/answers.md describes every field).
+# ---------------------------------------------------------------------------------------------------------------
+
+
+class ExitReason(StrEnum):
+    """Why a run stopped. Every run ends with exactly one; the user message and retryable flag come from one table
+    (`citewise.agent.limits.EXIT_REASONS`)."""
+
+    COMPLETED = "COMPLETED"
+    MAX_TURNS_REACHED = "MAX_TURNS_REACHED"
+    MAX_TOOL_CALLS_REACHED = "MAX_TOOL_CALLS_REACHED"
+    MAX_CONTEXT_REACHED = "MAX_CONTEXT_REACHED"
+    EMPTY_INPUT = "EMPTY_INPUT"
+    RATE_LIMITED = "RATE_LIMITED"
+    LLM_ERROR = "LLM_ERROR"
+    LLM_GENERATION_FAILURE = "LLM_GENERATION_FAILURE"
+    INVALID_TOOL_CALL = "INVALID_TOOL_CALL"
+
+
+class Status(StrEnum):
+    SUCCESS = "success"  # an answer grounded in the docs
+    REFUSED = "refused"  # the docs don't hold the answer (an honest, normal outcome)
+    ERROR = "error"  # the run could not produce an answer (provider failure, invalid input ...)
+
+
+class AnswerStyle(StrEnum):
+    DEFAULT = "default"  # markdown with [n] markers
+    STRUCTURED = "structured"  # "## Topic", "### Key Points", "### Why It Matters"
+
+
+REFUSAL_TEXT = "I don't have enough information in the current documentation to answer that."
+
+
+class Citation(BaseModel):
+    """One numbered source of an answer: `[n]` in the answer text refers to the citation with this `n`."""
+
+    n: int
+    doc_id: str
+    chunk_id: str
+    chunk_index: int
+    filename: str
+    source_url: str | None = None
+    module: str = ""
+    chapter: str = ""
+    snippet: str = ""  # the start of the chunk text (or the quoted sentence in quote mode)
+    score: float | None = None
+    # Character spans [start, end) inside the chunk's text of the text the answer quotes from it.
+    quote_spans: list[tuple[int, int]] = Field(default_factory=list)
+
+
+class TraceEvent(BaseModel):
+    """One step of a run: plan, constraints, tool_call, tool_result, validation, reprompt, retrieval_failure,
+    fallback, guard, exit. Carries no timing, so the trace of a deterministic run is identical run to run."""
+
+    type: str
+    node: str = ""
+    data: dict[str, Any] = Field(default_factory=dict)
+
+
+class ConflictValue(BaseModel):
+    value: str
+    chunk_id: str
+    doc_id: str
+    filename: str
+    date: str | None = None
+
+
+class ConflictInfo(BaseModel):
+    """Retrieved chunks that disagree about one thing (e.g. the same setting with different values)."""
+
+    subject: str
+    values: list[ConflictValue]
+    resolved_value: str | None = None  # set when the "newest dated document" rule was asked for and applied
+    rule: str | None = None
+
+
+class Determinism(BaseModel):
+    input_hash: str  # question + options + index version + model settings
+    output_hash: str  # answer text + citations + exit reason
+
+
+class Answer(BaseModel):
+    """The result of one question. `exit_reason` is always set; `status` says how to present it."""
+
+    question: str
+    answer: str
+    status: Status
+    exit_reason: ExitReason
+    retryable: bool = False
+    mode: str = ""  # the answerer that produced it: "extractive", "local", or "provider:model"
+    citations: list[Citation] = Field(default_factory=list)
+    sources: list[ScoredChunk] = Field(default_factory=list)  # every chunk retrieved or opened during the run
+    insufficiencies: list[str] = Field(default_factory=list)
+    refusal_reason: str | None = None
+    empty_retrieval: bool = False
+    conflicting_info: list[ConflictInfo] = Field(default_factory=list)
+    determinism: Determinism | None = None
+    trace: list[TraceEvent] = Field(default_factory=list)
+    session_id: str | None = None
+    cached: bool = False
+    timing_ms: float = 0.0  # wall time; the only field that differs between two identical runs
