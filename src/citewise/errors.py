@@ -9,6 +9,7 @@
     ├── RetrievalError            the index could not be opened or queried
     └── ProviderError(retryable)  an embedding/LLM vendor call failed
         ├── RateLimited           the vendor said 429 / quota
+        ├── ProviderUnavailable   5xx, connection refused/reset: worth a retry or a fallback
         └── ProviderTimeout       the vendor did not answer in time
 
 The CLI maps these to a one-line message and exit code 2 once (cli.py); the HTTP layer maps them once too.
@@ -56,6 +57,11 @@ class ProviderError(CitewiseError):
 
 class RateLimited(ProviderError):
     def __init__(self, message: str = "The provider is rate limiting requests.") -> None:
+        super().__init__(message, retryable=True)
+
+
+class ProviderUnavailable(ProviderError):
+    def __init__(self, message: str = "The provider is unavailable.") -> None:
         super().__init__(message, retryable=True)
 
 
