@@ -145,7 +145,10 @@ class GenerationSettings(BaseModel):
     embed_timeout_s: float = Field(30.0, gt=0, description="Timeout of one vendor embedding call.")
     llm_retries: int = Field(2, ge=0, le=10, description="Retries of a failed LLM call (exponential backoff + jitter).")
     llm_retry_wait_s: float = Field(
-        1.0, ge=0.0, le=60.0, description="First backoff before an LLM retry; doubles each retry, plus up to as much jitter."
+        1.0,
+        ge=0.0,
+        le=60.0,
+        description="First backoff before an LLM retry; doubles each retry, plus up to as much jitter.",
     )
     tool_retries: int = Field(3, ge=0, le=10, description="Retries of a failed tool call.")
     cache: bool = Field(True, description="Cache non-streaming LLM replies (SQLite under CITEWISE_HOME).")
