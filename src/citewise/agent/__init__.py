@@ -1,0 +1,1 @@
+"""The grounded question-answering agent: a bounded LangGraph loop that answers only from retrieved passages."""
