@@ -1,0 +1,327 @@
+"""Chat models from "provider:model" specs, and the client the agent calls them through.
+
+Owns: turning a spec into a LangChain chat model (`create_chat_model`: vendors via `init_chat_model`, "local" via
+local.py), mapping vendor exceptions onto Citewise's error tree (`classify_error`), and `LLMClient`, which wraps
+every call in the library's retry (exponential backoff + jitter) and fallback runnables:
+
+    primary ──retry×N──▶ fallback 1 ──retry×N──▶ fallback 2 … (only on RateLimited / ProviderUnavailable /
+                                                                  ProviderTimeout; other errors end the call)
+
+Which model answered is recorded in `LLMClient.last_model` and in the reply's `response_metadata["model_spec"]`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from langchain_core.language_models import BaseChatModel
+from langchain_core.messages import AIMessage, BaseMessage
+from langchain_core.runnables import Runnable, RunnableConfig, RunnableLambda
+
+from citewise.errors import (
+    CitewiseError,
+    ConfigError,
+    MissingExtraError,
+    ProviderError,
+    ProviderTimeout,
+    ProviderUnavailable,
+    RateLimited,
+)
+
+if TYPE_CHECKING:
+    from langchain_core.tools import BaseTool
+
+    from citewise.settings import Settings
+
+log = logging.getLogger(__name__)
+
+# provider → (pip extra, integration package). Only these are promised; init_chat_model knows more.
+PROVIDERS: dict[str, tuple[str, str]] = {
+    "openai": ("openai", "langchain-openai"),
+    "google_genai": ("google", "langchain-google-genai"),
+    "groq": ("groq", "langchain-groq"),
+    "anthropic": ("anthropic", "langchain-anthropic"),
+    "ollama": ("ollama", "langchain-ollama"),
+}
+_ALIASES = {"google": "google_genai", "gemini": "google_genai"}
+
+# The errors worth trying the next model for (the vendor is busy or down, not our request being wrong).
+FALLBACK_ERRORS: tuple[type[ProviderError], ...] = (RateLimited, ProviderUnavailable, ProviderTimeout)
+
+_MAX_BACKOFF_S = 30.0
+
+
+def parse_spec(spec: str) -> tuple[str, str]:
+    """ "openai:gpt-4o-mini" → ("openai", "gpt-4o-mini"); provider aliases ("google") are resolved."""
+    provider, sep, model = spec.strip().partition(":")
+    if not sep or not provider.strip() or not model.strip():
+        raise ConfigError(
+            f'Unknown answerer {spec!r}: expected "local" or "provider:model", e.g. "openai:gpt-4o-mini".'
+        )
+    provider = provider.strip().lower()
+    return _ALIASES.get(provider, provider), model.strip()
+
+
+def create_chat_model(settings: Settings, spec: str) -> BaseChatModel:
+    """Build the chat model a spec names, with Citewise's generation settings and (if enabled) the reply cache.
+
+    "local" is the bundled SmolLM2 (or generation.local_model_path); "provider:model" goes through LangChain's
+    `init_chat_model`. A missing vendor integration raises `MissingExtraError` naming the extra to install.
+    The settings' `llm_api_key` is given only to the primary (settings.llm); fallbacks read the vendor's variable.
+    """
+    spec = spec.strip()
+    if spec == "extractive":
+        raise ConfigError('"extractive" is quote mode, which uses no chat model; pick "local" or "provider:model".')
+    cache = _cache_for(settings, spec)
+    if spec == "local":
+        from citewise.llm.local import LocalChatModel
+
+        return LocalChatModel.from_settings(settings, cache=cache)
+
+    provider, model = parse_spec(spec)
+    kwargs = _vendor_kwargs(settings, provider, is_primary=spec == settings.llm)
+    from langchain.chat_models import init_chat_model
+
+    try:
+        chat_model = init_chat_model(model, model_provider=provider, **kwargs)
+    except ImportError as exc:
+        if provider in PROVIDERS:
+            extra, package = PROVIDERS[provider]
+            raise MissingExtraError(f"The {provider!r} answerer ({spec})", extra, package) from exc
+        raise ConfigError(f"The {provider!r} answerer ({spec}) needs its LangChain integration: {exc}") from exc
+    except ValueError as exc:  # unsupported provider name
+        supported = ", ".join(PROVIDERS)
+        raise ConfigError(f"Unknown LLM provider in {spec!r}. Supported: {supported}.") from exc
+    if cache is not None:
+        chat_model.cache = cache
+    return chat_model
+
+
+def _cache_for(settings: Settings, spec: str) -> Any:
+    if not settings.generation.cache:
+        return None
+    from citewise.llm.cache import SQLiteLLMCache
+
+    return SQLiteLLMCache(settings.llm_cache_path, namespace=spec)
+
+
+def _vendor_kwargs(settings: Settings, provider: str, *, is_primary: bool) -> dict[str, Any]:
+    """Constructor arguments per vendor: each integration names temperature/seed/timeout/max tokens its own way."""
+    gen = settings.generation
+    # Retries are ours (counted, logged, then handed to the fallback chain), so the vendor client must not add its own.
+    kwargs: dict[str, Any] = {"temperature": gen.temperature}
+    api_key = settings.llm_api_key.get_secret_value() if (is_primary and settings.llm_api_key) else None
+    if provider == "ollama":
+        kwargs |= {"seed": gen.seed, "num_predict": gen.max_tokens, "client_kwargs": {"timeout": gen.chat_timeout_s}}
+        if settings.llm_base_url:
+            kwargs["base_url"] = settings.llm_base_url
+        return kwargs
+    kwargs |= {"timeout": gen.chat_timeout_s, "max_tokens": gen.max_tokens, "max_retries": 0}
+    if api_key:
+        kwargs["api_key"] = api_key
+    if provider == "openai":
+        kwargs["seed"] = gen.seed
+        if settings.llm_base_url:
+            kwargs["base_url"] = settings.llm_base_url
+    elif provider == "groq":
+        # ChatGroq has no seed field, but Groq's API takes one; model_kwargs go into the request body.
+        kwargs["model_kwargs"] = {"seed": gen.seed}
+    return kwargs
+
+
+_RATE_WORDS = ("rate limit", "ratelimit", "rate_limit", "quota", "resource exhausted", "resourceexhausted",
+               "too many requests", "429")  # fmt: skip
+_TIMEOUT_WORDS = ("timeout", "timed out", "deadline exceeded", "deadlineexceeded")
+_UNAVAILABLE_WORDS = ("unavailable", "overloaded", "internal server error", "bad gateway", "connection",
+                      "connect error", "remote end closed", "500", "502", "503", "529")  # fmt: skip
+
+
+def _status_code(exc: BaseException) -> int | None:
+    for candidate in (exc, getattr(exc, "response", None)):
+        for attr in ("status_code", "status", "code", "http_status"):
+            value = getattr(candidate, attr, None)
+            if isinstance(value, int) and 100 <= value <= 599:
+                return value
+    return None
+
+
+def classify_error(exc: BaseException) -> ProviderError:
+    """Map any vendor/transport exception to RateLimited, ProviderTimeout, ProviderUnavailable or a plain,
+    non-retryable ProviderError. Works on status codes and exception names/messages, so no vendor package is needed.
+    """
+    if isinstance(exc, ProviderError):
+        return exc
+    name = type(exc).__name__
+    detail = str(exc).strip() or name
+    message = f"{name}: {detail}"[:500]
+    haystack = f"{name} {detail}".lower()
+    status = _status_code(exc)
+
+    if status == 429:
+        return RateLimited(message)
+    if status in (408, 504) or isinstance(exc, TimeoutError | asyncio.TimeoutError):
+        return ProviderTimeout(message)
+    if status is not None and status >= 500:
+        return ProviderUnavailable(message)
+    if status is not None and 400 <= status < 500:
+        return ProviderError(message, retryable=False)
+    if any(word in haystack for word in _RATE_WORDS):
+        return RateLimited(message)
+    if any(word in haystack for word in _TIMEOUT_WORDS):
+        return ProviderTimeout(message)
+    if isinstance(exc, ConnectionError) or any(word in haystack for word in _UNAVAILABLE_WORDS):
+        return ProviderUnavailable(message)
+    return ProviderError(message, retryable=False)
+
+
+def _retryable(exc: BaseException) -> bool:
+    return isinstance(exc, ProviderError) and exc.retryable
+
+
+def supports_native_tools(model: BaseChatModel) -> bool:
+    """Whether the model takes tools natively (else the agent drives it with the JSON action protocol).
+
+    An explicit `supports_tools` attribute wins (LocalChatModel, ScriptedChatModel); then the model's LangChain
+    profile when it says; vendor chat models otherwise do.
+    """
+    explicit = getattr(model, "supports_tools", None)
+    if isinstance(explicit, bool):
+        return explicit
+    profile = getattr(model, "profile", None) or {}
+    if isinstance(profile, dict) and isinstance(profile.get("tool_calling"), bool):
+        return profile["tool_calling"]
+    return type(model).bind_tools is not BaseChatModel.bind_tools
+
+
+class LLMClient:
+    """The one way the agent talks to a chat model: tools bound, errors typed, retried, then handed to fallbacks.
+
+    Models built from settings (settings.llm, settings.llm_fallbacks) use the SQLite reply cache when
+    generation.cache is on; injected models (`chat_model=`, `fallbacks=`) are used exactly as given.
+    """
+
+    def __init__(
+        self,
+        settings: Settings,
+        *,
+        chat_model: BaseChatModel | None = None,
+        fallbacks: list[BaseChatModel] | None = None,
+    ) -> None:
+        self.settings = settings
+        if chat_model is not None:
+            primary = (_spec_of(chat_model), chat_model)
+        else:
+            primary = (settings.llm, create_chat_model(settings, settings.llm))
+        if fallbacks is not None:
+            others = [(_spec_of(m), m) for m in fallbacks]
+        else:
+            others = [(spec, create_chat_model(settings, spec)) for spec in settings.llm_fallbacks]
+        self.models: list[tuple[str, BaseChatModel]] = [primary, *others]
+        self.last_model: str | None = None
+        self.attempts = 0  # every model call made, retries included (observability and tests)
+
+    @property
+    def name(self) -> str:
+        """The primary's spec."""
+        return self.models[0][0]
+
+    @property
+    def native_tools(self) -> bool:
+        """True when every model in the chain takes tools natively. One model without them puts the whole chain on
+        the JSON action protocol, so a fallback mid-conversation sees the same kind of history."""
+        return all(supports_native_tools(model) for _, model in self.models)
+
+    def _attempt(self, spec: str, model: Runnable, timeout: float, outcome: _Outcome) -> Runnable:
+        async def call(messages: list[BaseMessage], config: RunnableConfig) -> AIMessage:
+            self.attempts += 1
+            try:
+                reply = await asyncio.wait_for(model.ainvoke(messages, config=config), timeout)
+            except (CitewiseError, AssertionError):
+                # Our own errors (a missing extra) and test-script exhaustion are not vendor trouble.
+                raise
+            except Exception as exc:
+                if isinstance(exc, TimeoutError) and not str(exc):
+                    error: ProviderError = ProviderTimeout(f"{spec} did not answer within {timeout:g}s.")
+                else:
+                    error = classify_error(exc)
+                outcome.last_error = error
+                log.warning("LLM call to %s failed (%s): %s", spec, type(error).__name__, error)
+                raise error from exc
+            outcome.model = spec
+            reply.response_metadata = {**reply.response_metadata, "model_spec": spec}
+            return reply
+
+        retries = self.settings.generation.llm_retries
+        wait = self.settings.generation.llm_retry_wait_s
+        return RunnableLambda(call, name=f"llm:{spec}").with_retry(
+            retry_if_exception_type=_retryable,
+            wait_exponential_jitter=wait > 0,
+            exponential_jitter_params={"initial": wait, "max": _MAX_BACKOFF_S, "jitter": wait},
+            stop_after_attempt=retries + 1,
+        )
+
+    def runnable(
+        self, *, tools: Sequence[BaseTool] | None = None, timeout: float | None = None, outcome: _Outcome | None = None
+    ) -> Runnable:
+        """The retry + fallback chain as a LangChain runnable (input: a list of messages; output: an AIMessage)."""
+        timeout = timeout or self.settings.generation.chat_timeout_s
+        outcome = outcome or _Outcome()
+        native = self.native_tools
+        attempts = [
+            self._attempt(spec, model.bind_tools(list(tools)) if tools and native else model, timeout, outcome)
+            for spec, model in self.models
+        ]
+        if len(attempts) == 1:
+            return attempts[0]
+        return attempts[0].with_fallbacks(attempts[1:], exceptions_to_handle=FALLBACK_ERRORS)
+
+    async def ainvoke(
+        self,
+        messages: list[BaseMessage],
+        *,
+        tools: list[BaseTool] | None = None,
+        timeout: float | None = None,
+        config: RunnableConfig | None = None,
+    ) -> AIMessage:
+        """One model reply. Pass the graph node's `config` so LangGraph streams the tokens (`on_chat_model_stream`).
+
+        Tools are bound only when `native_tools`; otherwise the caller puts the JSON action protocol in the prompt.
+        Raises RateLimited if the last model tried was rate limited, else ProviderError (retryable or not).
+        """
+        outcome = _Outcome()
+        chain = self.runnable(tools=tools, timeout=timeout, outcome=outcome)
+        try:
+            reply = await chain.ainvoke(messages, config=config)
+        except ProviderError as first:
+            # with_fallbacks re-raises the *first* model's error; callers need to know how the chain ended.
+            self.last_model = None
+            last = outcome.last_error or first
+            if last is first:
+                raise
+            raise last from first
+        self.last_model = outcome.model
+        if outcome.model != self.name:
+            log.info("LLM fallback: %s answered instead of %s", outcome.model, self.name)
+        return reply
+
+
+@dataclass
+class _Outcome:
+    """What one `ainvoke` learned: which model answered, or the last error seen (per call, so concurrent calls on a
+    shared client don't mix them up)."""
+
+    model: str | None = None
+    last_error: ProviderError | None = None
+
+
+def _spec_of(model: BaseChatModel) -> str:
+    """A readable spec for an injected model: its `spec` attribute, else "<llm type>:<model name>"."""
+    spec = getattr(model, "spec", None)
+    if isinstance(spec, str) and spec:
+        return spec
+    name = getattr(model, "model_name", None) or getattr(model, "model", None) or type(model).__name__
+    return f"{model._llm_type}:{name}"
