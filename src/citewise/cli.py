@@ -296,6 +296,38 @@ def eval_retrieval(
     _run(go)
 
 
+@app.command()
+def serve(
+    host: Annotated[
+        str | None, typer.Option("--host", help="Interface to bind (default 127.0.0.1; 0.0.0.0 for all).")
+    ] = None,
+    port: Annotated[int | None, typer.Option("--port", help="Port to listen on (default 8000).")] = None,
+    home: HomeOpt = None,
+    log_level: Annotated[str, typer.Option("--log-level", help="debug, info, warning or error.")] = "info",
+) -> None:
+    """Serve the HTTP API and the web chat (uvicorn). See docs/server.md."""
+
+    def go() -> int:
+        import uvicorn
+
+        from citewise.server import create_app
+
+        settings = _settings(home)
+        bind_host = host or settings.server.host
+        bind_port = port or settings.server.port
+        if not settings.api_keys and bind_host not in ("127.0.0.1", "localhost", "::1"):
+            err.print(
+                f"[yellow]Warning:[/] no API keys are set and the server listens on {bind_host}: anyone who can "
+                "reach it can ask, upload and delete documents. Set CITEWISE_API_KEYS (see docs/server.md).",
+                highlight=False,
+            )
+        out.print(f"Citewise on http://{bind_host}:{bind_port}/  [dim](home {settings.home})[/]", highlight=False)
+        uvicorn.run(create_app(settings), host=bind_host, port=bind_port, log_level=log_level)
+        return 0
+
+    _run(go)
+
+
 def main() -> None:
     app()
 

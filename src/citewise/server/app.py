@@ -1,0 +1,113 @@
+"""The HTTP service: `create_app(settings)` builds the FastAPI app that `citewise serve` runs.
+
+    /chat                    the chat-widget contract (friendly texts instead of errors)
+    /api/agent/run|stream    the full Answer, as JSON or as Server-Sent Events
+    /api/documents           upload (ingest), list, delete — scoped to the caller's owner
+    /api/chunks/{id}         one chunk the caller may see (opening a citation)
+    /health /ready /metrics  liveness, readiness, Prometheus
+    /                        the web chat (static files from citewise/web/), mounted after the API
+
+Errors from the CitewiseError tree are mapped to HTTP in one place (`http_errors.map_error`); docs/server.md lists the
+mapping.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from fastapi import FastAPI, Request
+from fastapi.middleware.cors import CORSMiddleware
+from fastapi.responses import JSONResponse
+from fastapi.staticfiles import StaticFiles
+
+from citewise import __version__
+from citewise.errors import CitewiseError
+from citewise.index.knowledge_base import KnowledgeBase
+from citewise.server.auth import RateLimiter
+from citewise.server.deps import ServerState
+from citewise.server.http_errors import map_error
+from citewise.server.metrics import Metrics, MetricsMiddleware
+from citewise.server.routers import agent, chat, documents, health
+from citewise.server.sessions import open_checkpointer
+from citewise.settings import Settings
+
+if TYPE_CHECKING:
+    from citewise.agent.runner import Citewise
+
+log = logging.getLogger(__name__)
+
+WEB_DIR = Path(__file__).resolve().parents[1] / "web"
+
+
+def create_app(settings: Settings, *, citewise: Citewise | None = None, web_dir: Path | None = None) -> FastAPI:
+    """The app for `settings`. Pass `citewise` to serve an agent you built (tests inject a scripted chat model);
+    if it has no checkpointer, it gets the app's session store when the app starts."""
+    kb = getattr(citewise, "kb", None) or KnowledgeBase(settings)
+    state = ServerState(
+        settings=settings,
+        kb=kb,
+        metrics=Metrics(),
+        limiter=RateLimiter(settings.server.rate_limit_per_minute),
+        citewise=citewise,
+    )
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        async with open_checkpointer(settings) as saver:
+            state.checkpointer = saver
+            if state.citewise is not None and getattr(state.citewise, "checkpointer", None) is None:
+                state.citewise.checkpointer = saver
+            try:
+                yield
+            finally:
+                state.checkpointer = None
+
+    app = FastAPI(
+        title="Citewise",
+        version=__version__,
+        summary="Grounded documentation Q&A: answers only from your docs, with citations.",
+        lifespan=lifespan,
+    )
+    app.state.citewise = state
+
+    app.include_router(health.router)
+    app.include_router(chat.router)
+    app.include_router(agent.router)
+    app.include_router(documents.router, max_body_size=documents.request_body_limit(settings))
+    app.add_exception_handler(CitewiseError, _citewise_error)
+    app.add_exception_handler(Exception, _unexpected_error)
+
+    if settings.server.cors_origins:
+        app.add_middleware(
+            CORSMiddleware,
+            allow_origins=list(settings.server.cors_origins),
+            allow_methods=["GET", "POST", "DELETE"],
+            allow_headers=["Authorization", "X-API-Key", "Content-Type"],
+        )
+    app.add_middleware(MetricsMiddleware, metrics=state.metrics)
+
+    # Last, so every API route wins over a file of the same name; a missing folder (no web page built yet) is
+    # not an error, the API works without it.
+    web = web_dir or WEB_DIR
+    if web.is_dir():
+        app.mount("/", StaticFiles(directory=web, html=True), name="web")
+    else:
+        log.info("No web page at %s; serving the API only", web)
+    return app
+
+
+async def _citewise_error(request: Request, exc: Exception) -> JSONResponse:
+    code, kind, detail = map_error(exc)
+    if code >= 500:
+        log.error("%s %s failed: %s: %s", request.method, request.url.path, type(exc).__name__, exc, exc_info=exc)
+    headers = {"Retry-After": "30"} if code == 429 else None
+    return JSONResponse({"detail": detail, "type": kind}, status_code=code, headers=headers)
+
+
+async def _unexpected_error(request: Request, exc: Exception) -> JSONResponse:
+    log.error("%s %s failed unexpectedly", request.method, request.url.path, exc_info=exc)
+    return JSONResponse({"detail": "Internal server error.", "type": "internal_error"}, status_code=500)

@@ -1,0 +1,100 @@
+"""Who is calling, and how often: API keys → owners, and a per-key rate limit.
+
+With `CITEWISE_API_KEYS` set (JSON object, key → owner) every API request must carry a key, as
+`Authorization: Bearer <key>` or `X-API-Key: <key>`, and acts as that key's owner: it sees and retrieves its own
+documents plus public ones. Without keys the server is a single-user local tool: every request acts as the
+`public` owner, so what anyone uploads is visible to everyone who can reach the port.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import math
+import threading
+import time
+from dataclasses import dataclass
+
+from fastapi import HTTPException, Request, status
+
+from citewise.types import PUBLIC_OWNER
+
+
+@dataclass(frozen=True)
+class Caller:
+    owner: str
+    key_id: str | None  # a non-secret label for the key (used for rate limiting and logs), None without keys
+
+    @property
+    def authenticated(self) -> bool:
+        return self.key_id is not None
+
+
+def presented_key(request: Request) -> str | None:
+    header = request.headers.get("authorization", "")
+    scheme, _, value = header.partition(" ")
+    if scheme.lower() == "bearer" and value.strip():
+        return value.strip()
+    return request.headers.get("x-api-key") or None
+
+
+def resolve_caller(request: Request, api_keys: dict[str, str]) -> Caller:
+    """The caller's owner; 401 when keys are configured and none (or an unknown one) was presented."""
+    if not api_keys:
+        return Caller(owner=PUBLIC_OWNER, key_id=None)
+    key = presented_key(request)
+    if key is None:
+        raise HTTPException(
+            status.HTTP_401_UNAUTHORIZED,
+            detail="An API key is required: send 'Authorization: Bearer <key>' or 'X-API-Key: <key>'.",
+            headers={"WWW-Authenticate": "Bearer"},
+        )
+    for candidate, owner in api_keys.items():
+        # Constant-time comparison: response timing must not reveal how much of a key was right.
+        if hmac.compare_digest(candidate.encode(), key.encode()):
+            return Caller(owner=owner, key_id=_key_label(candidate))
+    raise HTTPException(status.HTTP_401_UNAUTHORIZED, detail="Invalid API key.", headers={"WWW-Authenticate": "Bearer"})
+
+
+def _key_label(key: str) -> str:
+    return "key-" + hashlib.sha256(key.encode()).hexdigest()[:12]
+
+
+class RateLimiter:
+    """A token bucket per caller: `per_minute` requests in a burst, refilled continuously at per_minute/60 per second.
+
+    A dozen lines of our own instead of the `limits` package: one process, in memory, and one policy, so a dependency
+    would add nothing but another thing to pin. (Several server processes each enforce the limit on their own.)
+    """
+
+    def __init__(self, per_minute: int, *, clock=time.monotonic) -> None:
+        self.capacity = float(per_minute)
+        self.rate = per_minute / 60.0
+        self._clock = clock
+        self._buckets: dict[str, tuple[float, float]] = {}  # caller → (tokens, last refill time)
+        self._lock = threading.Lock()
+
+    @property
+    def enabled(self) -> bool:
+        return self.capacity > 0
+
+    def acquire(self, caller: str) -> float:
+        """Take one token: 0.0 when allowed, else the seconds until the next token (the Retry-After)."""
+        if not self.enabled:
+            return 0.0
+        with self._lock:
+            now = self._clock()
+            if len(self._buckets) > 10_000:  # callers idle for a minute are back to a full bucket: forget them
+                full_after = 60.0
+                self._buckets = {k: v for k, v in self._buckets.items() if now - v[1] < full_after}
+            tokens, last = self._buckets.get(caller, (self.capacity, now))
+            tokens = min(self.capacity, tokens + (now - last) * self.rate)
+            if tokens >= 1.0:
+                self._buckets[caller] = (tokens - 1.0, now)
+                return 0.0
+            self._buckets[caller] = (tokens, now)
+            return (1.0 - tokens) / self.rate
+
+
+def retry_after_header(wait_s: float) -> str:
+    return str(max(1, math.ceil(wait_s)))

@@ -1,0 +1,100 @@
+"""What every request handler needs, handed out through FastAPI dependencies (never module globals).
+
+`ServerState` is built once per app by `create_app` and lives on `app.state.citewise`; the agent (`Citewise`) is
+built on first use with the checkpointer the lifespan opened, so `citewise serve` is up in a second and `/health`
+answers before the agent's imports are paid for.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import uuid
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Annotated, Any
+
+from fastapi import Depends, HTTPException, Request, status
+
+from citewise.index.knowledge_base import KnowledgeBase
+from citewise.server.auth import Caller, RateLimiter, resolve_caller, retry_after_header
+from citewise.server.metrics import Metrics
+from citewise.settings import Settings
+
+if TYPE_CHECKING:
+    from langgraph.checkpoint.base import BaseCheckpointSaver
+
+    from citewise.agent.runner import Citewise
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class ServerState:
+    settings: Settings
+    kb: KnowledgeBase
+    metrics: Metrics
+    limiter: RateLimiter
+    citewise: Citewise | None = None
+    checkpointer: BaseCheckpointSaver | None = None
+    model_ready: dict[str, Any] | None = None  # /ready's answerer check, done once (configuration is fixed)
+    # One ingest or delete at a time: they rewrite the registry and commit to LanceDB, and an upload's statuses
+    # must describe its own run.
+    write_lock: asyncio.Lock = field(default_factory=asyncio.Lock)
+    _build_lock: asyncio.Lock = field(default_factory=asyncio.Lock)
+
+    async def agent(self) -> Citewise:
+        """The app's Citewise, built once (in a worker thread: importing the agent stack takes a moment)."""
+        if self.citewise is not None:
+            return self.citewise
+        async with self._build_lock:
+            if self.citewise is None:
+                from citewise.agent.runner import Citewise
+
+                self.citewise = await asyncio.to_thread(
+                    Citewise, self.settings, kb=self.kb, checkpointer=self.checkpointer
+                )
+        return self.citewise
+
+
+def get_state(request: Request) -> ServerState:
+    return request.app.state.citewise
+
+
+StateDep = Annotated[ServerState, Depends(get_state)]
+
+
+def get_caller(request: Request, state: StateDep) -> Caller:
+    """Authenticate (401) and rate-limit (429 + Retry-After) one API request."""
+    caller = resolve_caller(request, state.settings.api_keys)
+    # Per key when keys are on; per client address otherwise, so one local script can't starve the page.
+    bucket = caller.key_id or f"ip:{request.client.host if request.client else 'unknown'}"
+    wait = state.limiter.acquire(bucket)
+    if wait > 0:
+        raise HTTPException(
+            status.HTTP_429_TOO_MANY_REQUESTS,
+            detail=f"Rate limit of {state.settings.server.rate_limit_per_minute} requests per minute exceeded.",
+            headers={"Retry-After": retry_after_header(wait)},
+        )
+    return caller
+
+
+CallerDep = Annotated[Caller, Depends(get_caller)]
+
+
+def answer_json(answer: Any, *, session_id: str | None, include_trace: bool) -> dict[str, Any]:
+    """An Answer as the API returns it: the caller's own session id, the trace only when asked for."""
+    data = answer.model_dump(mode="json")
+    data["session_id"] = session_id
+    if not include_trace:
+        data["trace"] = []
+    return data
+
+
+_SESSION_NAMESPACE = uuid.UUID("0b7a6f0e-3d55-4a8e-9f1c-5c2f3e6d8a41")
+
+
+def agent_session_id(caller: Caller, session_id: uuid.UUID | None) -> tuple[str, str]:
+    """(the id the client sees, the thread id the agent's checkpointer uses). The thread id is derived from the
+    owner too, so a session id that leaks to another owner opens an empty conversation, never someone else's."""
+    public = str(session_id or uuid.uuid4())
+    return public, str(uuid.uuid5(_SESSION_NAMESPACE, f"{caller.owner}\n{public}"))

@@ -1,0 +1,235 @@
+"""Documents over HTTP: upload (stored under CITEWISE_HOME/uploads/<owner>/ and ingested as that owner), list,
+delete, and open one chunk. Every operation is scoped to the caller: their own documents plus public ones.
+
+Another owner's document is answered exactly like a document that does not exist (404), so ids cannot be probed
+across owners. A public document is visible to all, so refusing to delete it says so plainly (403).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import re
+import tempfile
+import uuid
+from pathlib import Path, PurePosixPath, PureWindowsPath
+from typing import Annotated
+
+from fastapi import APIRouter, File, HTTPException, Query, UploadFile, status
+from pydantic import BaseModel
+
+from citewise.ingest.pipeline import SUPPORTED_SUFFIXES, Ingestor, remove_document
+from citewise.server.auth import Caller
+from citewise.server.deps import CallerDep, ServerState, StateDep
+from citewise.settings import Settings
+from citewise.types import PUBLIC_OWNER, Chunk, DocStatus, DocumentRecord, make_doc_id
+
+router = APIRouter(prefix="/api", tags=["documents"])
+
+MAX_FILES_PER_UPLOAD = 20
+_UNSAFE_CHARS = re.compile(r"[^A-Za-z0-9._ -]+")
+
+
+def request_body_limit(settings: Settings) -> int:
+    """The most bytes one upload request may send: every file at the size limit, plus room for the form framing."""
+    return int(settings.server.max_upload_mb * 1024 * 1024) * MAX_FILES_PER_UPLOAD + 1024 * 1024
+
+
+class DocumentOut(BaseModel):
+    doc_id: str
+    filename: str
+    title: str = ""
+    owner: str
+    status: DocStatus
+    error: str | None = None
+    chunk_count: int = 0
+    updated_at: str = ""
+
+    @classmethod
+    def of(cls, record: DocumentRecord) -> DocumentOut:
+        # Not `path`/`source`: they are the server's file system layout.
+        return cls(**record.model_dump(include=set(cls.model_fields)))
+
+
+class UploadResult(BaseModel):
+    documents: list[DocumentOut]
+    indexed: int
+    unchanged: int
+    failed: int
+
+
+class DeleteResult(BaseModel):
+    doc_id: str
+    filename: str
+    deleted: bool = True
+
+
+class ChunkOut(BaseModel):
+    chunk_id: str
+    doc_id: str
+    chunk_index: int
+    filename: str
+    text: str
+    source_url: str | None = None
+    module: str = ""
+    chapter: str = ""
+    title: str = ""
+    page: int | None = None
+    modified: str | None = None
+    owner: str
+
+
+def visible_to(owner: str, caller: Caller) -> bool:
+    return owner in (caller.owner, PUBLIC_OWNER)
+
+
+def safe_filename(name: str | None) -> str:
+    """The name an upload is stored under. Anything that names a directory is refused (400), not repaired: a client
+    sending '../x.md' is either broken or probing, and silently writing 'x.md' would hide both."""
+    if not name or "\0" in name:
+        raise HTTPException(status.HTTP_400_BAD_REQUEST, detail="Each uploaded file needs a file name.")
+    if PurePosixPath(name).name != name or PureWindowsPath(name).name != name or name in {".", ".."}:
+        raise HTTPException(
+            status.HTTP_400_BAD_REQUEST, detail=f"Invalid file name {name!r}: a name must not contain a path."
+        )
+    cleaned = _UNSAFE_CHARS.sub("_", name).strip(" .")
+    stem, dot, _ = cleaned.rpartition(".")
+    if not dot or not stem.strip(" ._"):
+        raise HTTPException(status.HTTP_400_BAD_REQUEST, detail=f"Invalid file name {name!r}.")
+    return cleaned[-200:] if len(cleaned) > 200 else cleaned
+
+
+def _upload_dir(settings: Settings, owner: str) -> Path:
+    root = (settings.home / "uploads").resolve()
+    target = (root / owner).resolve()
+    if target.parent != root:  # owners come from configuration, but '..' matches the owner pattern too
+        raise HTTPException(status.HTTP_400_BAD_REQUEST, detail="This owner id cannot store uploads.")
+    return target
+
+
+@router.post(
+    "/documents",
+    summary="Upload documents and ingest them",
+    responses={
+        400: {"description": "A file name contains a path"},
+        413: {"description": "A file is over server.max_upload_mb"},
+        415: {"description": "Unsupported file type"},
+    },
+)
+async def upload(
+    files: Annotated[list[UploadFile], File(description="One or more documents (.md, .mdx, .html, .pdf, .rst, .txt).")],
+    caller: CallerDep,
+    state: StateDep,
+) -> UploadResult:
+    settings = state.settings
+    if len(files) > MAX_FILES_PER_UPLOAD:
+        raise HTTPException(
+            status.HTTP_400_BAD_REQUEST, detail=f"At most {MAX_FILES_PER_UPLOAD} files per upload; got {len(files)}."
+        )
+    limit = int(settings.server.max_upload_mb * 1024 * 1024)
+    names: list[str] = []
+    # Check every file before storing any: a request is accepted or refused as a whole.
+    for upload in files:
+        name = safe_filename(upload.filename)
+        if Path(name).suffix.lower() not in SUPPORTED_SUFFIXES:
+            raise HTTPException(
+                status.HTTP_415_UNSUPPORTED_MEDIA_TYPE,
+                detail=f"{name}: unsupported file type. Supported: {', '.join(sorted(SUPPORTED_SUFFIXES))}.",
+            )
+        if upload.size is not None and upload.size > limit:
+            raise HTTPException(
+                status.HTTP_413_CONTENT_TOO_LARGE,
+                detail=f"{name} is {upload.size / 1048576:.1f} MB; the limit is {settings.server.max_upload_mb:g} MB.",
+            )
+        names.append(name)
+    if len(set(names)) != len(names):
+        raise HTTPException(status.HTTP_400_BAD_REQUEST, detail="Two uploaded files have the same name.")
+
+    target = _upload_dir(settings, caller.owner)
+    async with state.write_lock:
+        paths = [await _store(upload, target / name) for upload, name in zip(files, names, strict=True)]
+        report = await asyncio.to_thread(_ingest, state, caller.owner, paths)
+    records = [state.kb.registry.get(make_doc_id(p.as_posix())) for p in paths]
+    return UploadResult(
+        documents=[DocumentOut.of(r) for r in records if r is not None],
+        indexed=report.indexed,
+        unchanged=report.unchanged,
+        failed=report.failed,
+    )
+
+
+async def _store(upload: UploadFile, path: Path) -> Path:
+    """Write-then-rename, so a reader (or a crash) never sees half a file."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".upload-")
+    try:
+        with os.fdopen(fd, "wb") as out:
+            while chunk := await upload.read(1024 * 1024):
+                out.write(chunk)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    return path.resolve()
+
+
+def _ingest(state: ServerState, owner: str, paths: list[Path]):
+    # A file that cannot be parsed is recorded FAILED by the pipeline and the others go on.
+    return Ingestor(state.kb, owner=owner).ingest_paths(paths)
+
+
+@router.get("/documents", summary="Documents the caller can see: their own and public ones")
+async def list_documents(
+    caller: CallerDep,
+    state: StateDep,
+    status_filter: Annotated[
+        DocStatus | None, Query(alias="status", description="Only documents in this state.")
+    ] = None,
+) -> list[DocumentOut]:
+    records = await asyncio.to_thread(state.kb.registry.list, status=status_filter)
+    return [DocumentOut.of(r) for r in records if visible_to(r.owner, caller)]
+
+
+@router.delete(
+    "/documents/{doc_id}",
+    summary="Delete one of the caller's documents",
+    responses={403: {"description": "A public document"}, 404: {"description": "No such document for this caller"}},
+)
+async def delete_document(doc_id: uuid.UUID, caller: CallerDep, state: StateDep) -> DeleteResult:
+    async with state.write_lock:
+        record = state.kb.registry.get(str(doc_id))
+        if record is None or not visible_to(record.owner, caller):
+            raise HTTPException(status.HTTP_404_NOT_FOUND, detail=f"No document with id {doc_id}.")
+        if record.owner != caller.owner:
+            raise HTTPException(
+                status.HTTP_403_FORBIDDEN,
+                detail="Public documents are managed by the server's operator (`citewise docs remove`).",
+            )
+        await asyncio.to_thread(remove_document, state.kb, record.doc_id)
+        _remove_upload(state.settings, record)
+    return DeleteResult(doc_id=record.doc_id, filename=record.filename)
+
+
+def _remove_upload(settings: Settings, record: DocumentRecord) -> None:
+    """Delete the stored upload too, so re-ingesting the uploads folder cannot bring the document back."""
+    if not record.path:
+        return
+    uploads = (settings.home / "uploads").resolve()
+    path = Path(record.path)
+    if uploads in path.parents:
+        path.unlink(missing_ok=True)
+
+
+def _fetch_chunk(state: ServerState, chunk_id: str) -> Chunk | None:
+    state.kb.version  # noqa: B018 - picks up an index another process created or changed since the last request
+    if state.kb.manifest is None:
+        return None  # nothing was ever ingested
+    return state.kb.store.fetch([chunk_id]).get(chunk_id)
+
+
+@router.get("/chunks/{chunk_id}", summary="One chunk the caller can see (opening a citation)", responses={404: {}})
+async def get_chunk(chunk_id: uuid.UUID, caller: CallerDep, state: StateDep) -> ChunkOut:
+    chunk = await asyncio.to_thread(_fetch_chunk, state, str(chunk_id))
+    if chunk is None or not visible_to(chunk.owner, caller):
+        raise HTTPException(status.HTTP_404_NOT_FOUND, detail=f"No chunk with id {chunk_id}.")
+    return ChunkOut(**chunk.model_dump(include=set(ChunkOut.model_fields)))

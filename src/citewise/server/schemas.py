@@ -1,0 +1,61 @@
+"""Request bodies of the question endpoints (responses are `Answer` and the models next to each router)."""
+
+from __future__ import annotations
+
+import uuid
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from citewise.types import AnswerStyle
+
+MAX_MESSAGE_CHARS = 10_000
+MAX_SELECTED_TEXT_CHARS = 10_000
+
+
+class HistoryMessage(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    role: Literal["user", "assistant"]
+    content: str = Field(max_length=MAX_MESSAGE_CHARS)
+
+
+class AgentRequest(BaseModel):
+    """`POST /api/agent/run` and `/api/agent/stream`."""
+
+    model_config = ConfigDict(extra="forbid", populate_by_name=True)
+
+    question: str = Field(max_length=MAX_MESSAGE_CHARS, description="The question (an empty one ends EMPTY_INPUT).")
+    mode: Literal["agent", "quote", "extractive"] | None = Field(
+        None, description='"quote" (alias "extractive"): verbatim sentences, no LLM; "agent": the configured model.'
+    )
+    return_trace: bool = Field(False, alias="returnTrace", description="Include the run's trace in the Answer.")
+    selected_text: str | None = Field(
+        None, max_length=MAX_SELECTED_TEXT_CHARS, description="Answer from this text only (nothing is stored)."
+    )
+    style: AnswerStyle | None = Field(None, description='"default" or "structured".')
+    session_id: uuid.UUID | None = Field(None, description="Continue this conversation (a new one when omitted).")
+    history: list[HistoryMessage] | None = Field(
+        None, description="Earlier turns, for clients that keep the conversation themselves instead of a session."
+    )
+
+
+class ChatRequest(BaseModel):
+    """`POST /chat`, the chat-widget contract."""
+
+    message: str = Field(max_length=MAX_MESSAGE_CHARS)
+    selected_text: str | None = Field(None, max_length=MAX_SELECTED_TEXT_CHARS)
+    session_id: uuid.UUID | None = None
+
+
+class SourceChunk(BaseModel):
+    id: str
+    content: str
+    similarity_score: float | None
+    metadata: dict
+
+
+class ChatResponse(BaseModel):
+    response: str = Field(description="Clean markdown with [n] citation markers.")
+    session_id: str
+    source_chunks: list[SourceChunk] = Field(description="The cited chunks; the n-th is [n] in the response.")
