@@ -1,10 +1,16 @@
+import subprocess
+import sys
+
 import citewise
 
 
 def test_public_surface_is_small_and_deliberate():
     assert sorted(citewise.__all__) == [
+        "Answer",
         "Chunk",
+        "Citewise",
         "DocStatus",
+        "ExitReason",
         "RetrievalMode",
         "ScoredChunk",
         "SearchResult",
@@ -12,3 +18,13 @@ def test_public_surface_is_small_and_deliberate():
     ]
     for name in citewise.__all__:
         assert getattr(citewise, name) is not None
+
+
+def test_citewise_is_exported_lazily():
+    """`import citewise` must not import LangGraph (seconds); `citewise.Citewise` does, on first use."""
+    code = (
+        "import sys, citewise; assert 'langgraph' not in sys.modules, 'eager'; "
+        "from citewise import Citewise; assert 'langgraph' in sys.modules; print(Citewise.__name__)"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "Citewise"

@@ -1,7 +1,31 @@
 """Citewise: grounded documentation Q&A. The public surface is deliberately small."""
 
-from citewise.settings import Settings
-from citewise.types import Chunk, DocStatus, RetrievalMode, ScoredChunk, SearchResult
+from typing import TYPE_CHECKING, Any
 
-__all__ = ["Chunk", "DocStatus", "RetrievalMode", "ScoredChunk", "SearchResult", "Settings"]
+from citewise.settings import Settings
+from citewise.types import Answer, Chunk, DocStatus, ExitReason, RetrievalMode, ScoredChunk, SearchResult
+
+if TYPE_CHECKING:
+    from citewise.agent.runner import Citewise
+
+__all__ = [
+    "Answer",
+    "Chunk",
+    "Citewise",
+    "DocStatus",
+    "ExitReason",
+    "RetrievalMode",
+    "ScoredChunk",
+    "SearchResult",
+    "Settings",
+]
 __version__ = "0.1.0"
+
+
+def __getattr__(name: str) -> Any:
+    # Citewise pulls in LangGraph (~2 s): imported on first use so `import citewise` and `citewise --help` stay fast.
+    if name == "Citewise":
+        from citewise.agent.runner import Citewise
+
+        return Citewise
+    raise AttributeError(f"module 'citewise' has no attribute {name!r}")
