@@ -43,10 +43,17 @@ log = logging.getLogger(__name__)
 WEB_DIR = Path(__file__).resolve().parents[1] / "web"
 
 
-def create_app(settings: Settings, *, citewise: Citewise | None = None, web_dir: Path | None = None) -> FastAPI:
+def create_app(
+    settings: Settings,
+    *,
+    citewise: Citewise | None = None,
+    kb: KnowledgeBase | None = None,
+    web_dir: Path | None = None,
+) -> FastAPI:
     """The app for `settings`. Pass `citewise` to serve an agent you built (tests inject a scripted chat model);
-    if it has no checkpointer, it gets the app's session store when the app starts."""
-    kb = getattr(citewise, "kb", None) or KnowledgeBase(settings)
+    if it has no checkpointer, it gets the app's session store when the app starts. `kb` shares a knowledge base
+    (and its loaded embedding model) with the agent the app builds; by default it is the agent's, or a new one."""
+    kb = kb or getattr(citewise, "kb", None) or KnowledgeBase(settings)
     state = ServerState(
         settings=settings,
         kb=kb,
