@@ -32,7 +32,7 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
 )
 docs_app = typer.Typer(help="Inspect and manage ingested documents.", no_args_is_help=True)
-eval_app = typer.Typer(help="Measure retrieval quality on your own data.", no_args_is_help=True)
+eval_app = typer.Typer(help="Measure retrieval and answer quality on your own data.", no_args_is_help=True)
 app.add_typer(docs_app, name="docs")
 app.add_typer(eval_app, name="eval")
 
@@ -291,6 +291,156 @@ def eval_retrieval(
             f"ingest {results['ingest_s']:.1f}s · query p50 {results['query_p50_ms']:.1f} ms · "
             f"p95 {results['query_p95_ms']:.1f} ms"
         )
+        return 0
+
+    _run(go)
+
+
+@eval_app.command("answers")
+def eval_answers(
+    squad2: Annotated[
+        Path | None, typer.Option("--squad2", help="SQuAD v2 JSON: every paragraph becomes a document.")
+    ] = None,
+    jsonl: Annotated[
+        Path | None,
+        typer.Option("--jsonl", help='JSON lines {"question", "answers": [...]|[], "context"?}; [] = unanswerable.'),
+    ] = None,
+    rgb: Annotated[
+        Path | None, typer.Option("--rgb", help='RGB-style JSON lines {"query", "answer", "positive", "negative"}.')
+    ] = None,
+    rejection: Annotated[
+        bool,
+        typer.Option("--rejection", help="With --rgb: index only the negative passages; every answer should refuse."),
+    ] = False,
+    mode: Annotated[str, typer.Option("--mode", help='Answerer: quote, local or "provider:model".')] = "quote",
+    limit: Annotated[
+        int | None, typer.Option("--limit", help="Ask only N questions, sampled with --seed.", show_default=False)
+    ] = None,
+    seed: Annotated[int, typer.Option("--seed", help="Seed of the --limit sample.")] = 0,
+    cache_dir: Annotated[
+        Path | None,
+        typer.Option(
+            "--cache-dir", help="Keep the index here between runs (reruns skip the ingest).", show_default=False
+        ),
+    ] = None,
+    details: Annotated[
+        Path | None,
+        typer.Option("--details", help="Write one JSON line per question to this file.", show_default=False),
+    ] = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Refusal precision/recall/F1, answer recall, token F1, citation validity and support, exit reasons, latency."""
+
+    def go() -> int:
+        from citewise.eval.answers import evaluate_answers
+        from citewise.eval.formats import load_jsonl, load_rgb, load_squad2
+
+        given = [name for name, value in (("--squad2", squad2), ("--jsonl", jsonl), ("--rgb", rgb)) if value]
+        if len(given) != 1:
+            raise CitewiseError("Give exactly one data set: --squad2 FILE, --jsonl FILE or --rgb FILE")
+        if rejection and not rgb:
+            raise CitewiseError("--rejection only applies to --rgb")
+        if squad2:
+            dataset = load_squad2(squad2)
+        elif jsonl:
+            dataset = load_jsonl(jsonl)
+        else:
+            dataset = load_rgb(rgb, rejection=rejection)
+        with _progress(not as_json) as progress:
+            report = evaluate_answers(
+                dataset,
+                _settings(None),
+                mode=mode,
+                limit=limit,
+                seed=seed,
+                cache_dir=cache_dir,
+                details_path=details,
+                progress=progress,
+            )
+        if as_json:
+            print(json.dumps(report))
+            return 0
+        _print_answer_report(report)
+        return 0
+
+    _run(go)
+
+
+def _print_answer_report(r: dict) -> None:
+    def show(value: float | None) -> str:
+        return "–" if value is None else f"{value:.4f}"
+
+    refusal = r["refusal"]
+    table = Table(
+        title=f"{r['dataset']} ({r['format']}): {r['questions']} questions ({r['answerable']} answerable, "
+        f"{r['unanswerable']} unanswerable) over {r['corpus']} passages · mode {r['mode']}"
+    )
+    table.add_column("figure")
+    table.add_column("value", justify="right")
+    table.add_column("what it means")
+    rows = [
+        ("refusal precision", show(refusal["precision"]), "refused questions that were unanswerable"),
+        ("refusal recall", show(refusal["recall"]), "unanswerable questions that were refused"),
+        ("refusal F1", show(refusal["f1"]), f"tp {refusal['tp']} · fp {refusal['fp']} · fn {refusal['fn']}"),
+        ("answer recall", show(r["answer_recall"]), "answerable: a gold answer appears in the answer"),
+        ("token F1", show(r["token_f1"]), "answerable: SQuAD token overlap with the best gold answer"),
+        ("citation validity", show(r["citation_validity"]), f"of {r['citations']} citations, point to a source"),
+        ("citation support", show(r["citation_support"]), "answerable: a cited chunk holds a gold answer"),
+        ("own-passage citation", show(r["context_citation"]), "answerable: cites the question's own passage"),
+    ]
+    for row in rows:
+        table.add_row(*row)
+    out.print(table)
+    reasons = ", ".join(f"{name} {count}" for name, count in r["exit_reasons"].items())
+    out.print(
+        f"exit reasons: {reasons} · latency p50 {r['latency_p50_ms']:.0f} ms · p95 {r['latency_p95_ms']:.0f} ms · "
+        f"ingest {r['ingest_s']:.1f}s" + (f" · {r['skipped']} skipped" if r["skipped"] else ""),
+        highlight=False,
+    )
+
+
+@app.command()
+def gaps(
+    home: HomeOpt = None,
+    min_count: Annotated[int, typer.Option("--min-count", min=1, help="Only groups asked at least N times.")] = 1,
+    as_json: JsonOpt = False,
+) -> None:
+    """What the docs should say next: refused or insufficient questions from the log, grouped, most asked first."""
+
+    def go() -> int:
+        from rich.markup import escape
+
+        from citewise.eval.gaps import gap_report
+
+        report = gap_report(_settings(home), min_count=min_count)
+        if as_json:
+            print(json.dumps(report))
+            return 0
+        if not report["groups"]:
+            out.print(
+                f"No unanswered questions in {report['log']} ({report['questions']} logged"
+                + (f", {report['gaps']} below --min-count" if report["gaps"] else "")
+                + ").",
+                highlight=False,
+            )
+            return 0
+        table = Table(title=f"Docs gaps: {report['gaps']} of {report['questions']} logged questions")
+        for column, justify in (
+            ("asked", "right"),
+            ("question (and other wordings)", "left"),
+            ("queries tried", "left"),
+        ):
+            table.add_column(column, justify=justify, overflow="fold")
+        for group in report["groups"]:  # logged text is the users': escape it, it is not Rich markup
+            wordings = [
+                escape(group["question"]),
+                *(f"[dim]{escape(q['question'])}[/]" for q in group["questions"][1:4]),
+            ]
+            notes = group["insufficiencies"][:2]
+            if notes:
+                wordings.append("[yellow]missing: " + escape("; ".join(notes)) + "[/]")
+            table.add_row(str(group["count"]), "\n".join(wordings), escape("\n".join(group["queries"][:5])))
+        out.print(table)
         return 0
 
     _run(go)
