@@ -22,6 +22,8 @@ from typing import Any
 from citewise.types import Citation, ConflictInfo, ConflictValue, Determinism, ScoredChunk
 
 SNIPPET_CHARS = 240
+_CODE_BRACKET = "\x01"
+_GONE = "\x00"  # stands where a marker pointing nowhere was, until the gap it leaves is closed
 NEWEST_RULE = "newest dated document"
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -156,16 +158,29 @@ def quoted_strings(text: str) -> list[str]:
     return found
 
 
-def _claims_before_markers(text: str) -> list[tuple[int, str]]:
-    """(n, text of the claim the marker closes) for every marker: the prose since the previous marker or line."""
+def claims_before_markers(text: str) -> list[tuple[int, str]]:
+    """(n, claim) for every marker: the prose it closes, back to the previous marker, blank line, list-item start or
+    heading. A claim may span lines (a wrapped sentence quoted verbatim keeps its line breaks)."""
     claims: list[tuple[int, str]] = []
-    for line in text.split("\n"):
-        line = _LIST_PREFIX_RE.sub("", line)
-        pos = 0
-        for match in MARKER_RE.finditer(line):
-            claim = line[pos : match.start()].strip()
-            claims.append((int(match.group(1)), claim))
-            pos = match.end()
+    pos = 0
+    # Code keeps its text (a quoted sentence may contain `code`) but its brackets can't end a claim.
+    text = "".join(seg.replace("[", _CODE_BRACKET) if is_code else seg for is_code, seg in split_code(text))
+    for match in MARKER_RE.finditer(text):
+        kept: list[str] = []
+        for line in reversed(text[pos : match.start()].split("\n")):
+            if not line.strip():
+                if kept:
+                    break
+                continue
+            if line.lstrip().startswith("#"):
+                break
+            item = _LIST_PREFIX_RE.match(line)
+            kept.append(line[item.end() :] if item else line)
+            if item:
+                break
+        claim = "\n".join(reversed(kept)).strip().replace(_CODE_BRACKET, "[")
+        claims.append((int(match.group(1)), claim))
+        pos = match.end()
     return claims
 
 
@@ -219,19 +234,20 @@ def ground(text: str, sources: Mapping[int, ScoredChunk]) -> tuple[str, list[Cit
         def sub(match: re.Match) -> str:
             old = int(match.group(1))
             if old not in sources:
-                return ""
+                return _GONE
             renumber.setdefault(old, len(renumber) + 1)
             return f"[{renumber[old]}]"
 
         prose = MARKER_RE.sub(sub, prose)
         prose = re.sub(r"(\[\d+\])(?:\s*\1)+", r"\1", prose)  # [1][1] → [1]
-        prose = re.sub(r"[ \t]+(?=[.,;:!?]|$)", "", prose, flags=re.M)  # space left where a marker was
-        prose = re.sub(r"(?<=\S)[ \t]{2,}(?=\S)", " ", prose)
-        return prose
+        # Close the gap a dropped marker leaves, and only that: quoted text keeps its own spacing ("year . Any").
+        prose = re.sub(_GONE + r"[ \t]*(?=\[)", "", prose)
+        prose = re.sub(r"[ \t]*" + _GONE + r"(?=[ \t]*(?:[.,;:!?)\]]|\n))", "", prose)
+        return re.sub(_GONE + r"[ \t]*", "", prose)
 
     final = _map_prose(text, rewrite).strip()
 
-    claims = _claims_before_markers("".join(seg for is_code, seg in split_code(final) if not is_code))
+    claims = claims_before_markers(final)
     citations: list[Citation] = []
     for old, new in renumber.items():
         chunk = sources[old]

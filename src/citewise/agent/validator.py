@@ -18,7 +18,14 @@ from collections.abc import Iterable, Mapping
 from pydantic import BaseModel, Field
 
 from citewise.agent.constraints import Constraints
-from citewise.agent.grounding import MARKER_RE, cited_numbers, find_span, quoted_strings, split_code
+from citewise.agent.grounding import (
+    MARKER_RE,
+    cited_numbers,
+    claims_before_markers,
+    find_span,
+    quoted_strings,
+    split_code,
+)
 from citewise.types import REFUSAL_TEXT, ScoredChunk
 
 MAX_ERRORS = 8
@@ -206,14 +213,10 @@ def _heading_present(text: str, section: str) -> bool:
 
 def _claims_verbatim(text: str, sources: Mapping[int, ScoredChunk]) -> bool:
     """True when some claim directly before a marker is a verbatim passage of the source it cites."""
-    for line in text.split("\n"):
-        pos = 0
-        for match in MARKER_RE.finditer(line):
-            claim = re.sub(r"^\s*(?:[-*+]|\d+[.)])\s+", "", line[pos : match.start()]).strip()
-            chunk = sources.get(int(match.group(1)))
-            if chunk is not None and len(claim) >= 20 and find_span(chunk.text, claim):
-                return True
-            pos = match.end()
+    for n, claim in claims_before_markers(text):
+        chunk = sources.get(n)
+        if chunk is not None and len(claim) >= 20 and find_span(chunk.text, claim):
+            return True
     return False
 
 

@@ -1,0 +1,345 @@
+"""Quote mode: an answer made only of verbatim sentences from the retrieved chunks, no model involved.
+
+Cheap and deterministic by construction — the same question over the same chunks gives the same text:
+
+1. each chunk is cut into sentences, markdown-aware (headings, code fences, tables and MDX/HTML tag lines are not
+   prose; list items are sentences of their own), every sentence kept as a [start, end) span of the chunk's text
+   so what is quoted is exactly what the document says;
+2. each sentence is scored by how much of the question's content it covers — content words (stopwords removed,
+   light stemming), weighted by IDF over the candidate sentences — times the chunk's retrieval similarity;
+3. the best sentences are picked, near-duplicates dropped, and put back in reading order (chunk, then position),
+   each followed by its `[n]`.
+
+It refuses — `REFUSAL_TEXT`, `refused=True` and a reason — when the best chunk's cosine similarity is below
+`min_score`, or when no sentence covers at least `min_overlap` of the question's weighted content words. Both
+thresholds were calibrated on ClapNQ (bench/calibrate_refusal.py, bench/results/refusal_calibration.json).
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from pydantic import BaseModel, Field
+
+from citewise.types import REFUSAL_TEXT, AnswerStyle, ScoredChunk
+
+# Calibrated on ClapNQ together with settings.agent.quote_min_score (see the module docstring).
+DEFAULT_MIN_OVERLAP = 0.35
+DEFAULT_MIN_SCORE = 0.45
+# A sentence joins the answer when it is at least this fraction as relevant as the best one.
+RELATIVE_CUTOFF = 0.5
+# Two sentences sharing this much of their content words say the same thing; the weaker one is dropped.
+REDUNDANCY_JACCARD = 0.6
+MIN_SENTENCE_WORDS = 4
+
+_STOPWORD_TEXT = """
+a about above after again against all also am an and any are aren't as at be because been before being below
+between both but by can can't cannot could couldn't did didn't do does doesn't doing don't down during each
+few for from further get gets got had hadn't has hasn't have haven't having he her here hers herself him
+himself his how i if in into is isn't it it's its itself just let me more most mustn't my myself no nor not
+now of off on once only or other ought our ours ourselves out over own same shan't she should shouldn't so
+some such than that that's the their theirs them themselves then there there's these they this those
+through to too under until up upon us very was wasn't we were weren't what what's when where which while who
+whom whose why will with won't would wouldn't you your yours yourself yourselves
+tell explain describe please know want need like one ones thing things way ways much many make makes
+made use used using get give gives given say says said name named called call anyone someone something
+often exactly actually
+"""
+STOPWORDS = frozenset(_STOPWORD_TEXT.split())
+
+
+class QuoteAnswer(BaseModel):
+    text: str
+    used: list[int] = Field(default_factory=list)  # citation numbers in the order they appear in `text`
+    refused: bool = False
+    reason: str | None = None
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Words
+# ---------------------------------------------------------------------------------------------------------------
+
+_TOKEN_RE = re.compile(r"[a-z0-9]+(?:['’][a-z]+)?(?:[_.][a-z0-9]+)*")
+_SUFFIXES = (
+    ("ational", "ate"), ("ations", "at"), ("ation", "at"), ("ization", "iz"), ("ements", "e"), ("ement", "e"),
+    ("ments", ""), ("ment", ""), ("nesses", ""), ("ness", ""), ("ings", ""), ("ing", ""), ("ities", ""),
+    ("ity", ""), ("ies", "y"), ("ied", "y"), ("sses", "ss"), ("edly", ""), ("ed", ""), ("ers", ""), ("er", ""),
+    ("ly", ""), ("es", ""), ("s", ""),
+)  # fmt: skip
+
+
+def stem(word: str) -> str:
+    """A light, deterministic stemmer: enough that "configure", "configured" and "configuration" meet."""
+    word = word.lower().replace("’", "'")
+    if word.endswith("'s"):
+        word = word[:-2]
+    if not word.isalpha() or len(word) <= 3:
+        return word
+    for suffix, replacement in _SUFFIXES:
+        if word.endswith(suffix) and len(word) - len(suffix) >= 3 and not (suffix == "s" and word.endswith("ss")):
+            word = word[: -len(suffix)] + replacement
+            break
+    if word.endswith(("tion", "sion")) and len(word) > 6:
+        word = word[:-3]
+    if word.endswith("e") and len(word) > 4:
+        word = word[:-1]
+    return word[:7]
+
+
+def content_terms(text: str) -> set[str]:
+    """Stems of the content words of `text`; identifiers count whole and by their parts."""
+    terms: set[str] = set()
+    for token in _TOKEN_RE.findall(text.lower()):
+        parts = re.split(r"[_.]", token) if re.search(r"[_.]", token) else []
+        if len(parts) > 1 and not token.replace(".", "").isdigit():
+            terms.add(token)
+        for part in parts or [token]:
+            if part and part not in STOPWORDS and (len(part) > 1 or part.isdigit()):
+                terms.add(stem(part))
+    return terms
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Sentences
+# ---------------------------------------------------------------------------------------------------------------
+
+_FENCE_RE = re.compile(r"^\s*(```|~~~)")
+_SKIP_LINE_RE = re.compile(
+    r"^\s*(?:#{1,6}\s|\||[=\-~^*_]{3,}\s*$|<[^>]*>\s*$|</|\{/\*|import\s|export\s|\.\.\s+\w+::|:\w+:)"
+)
+_LIST_ITEM_RE = re.compile(r"^(\s*(?:[-*+•]|\d+[.)])\s+|\s*>\s+)")
+_BOUNDARY_RE = re.compile(r"(?<=[.!?])[\"'”’)\]]*\s+(?=[\"'“‘(\[`*_]?[A-Z0-9])")
+_ABBREVIATIONS = ("e.g.", "i.e.", "etc.", "vs.", "approx.", "dr.", "mr.", "mrs.", "ms.", "no.", "fig.", "st.")
+_EDGE_TAG_RE = re.compile(r"^(?:\s*<[^<>]*>)+|(?:<[^<>]*>\s*)+$")
+
+
+@dataclass(frozen=True)
+class Sentence:
+    slot: int  # position of its chunk in the input list
+    n: int  # citation number of its chunk
+    start: int
+    end: int
+    text: str
+    terms: frozenset[str]
+
+
+def _paragraphs(text: str) -> list[tuple[int, int]]:
+    """[start, end) spans of prose paragraphs and list items; skips headings, code, tables and tag lines."""
+    spans: list[tuple[int, int]] = []
+    current: list[int] | None = None
+    in_fence = False
+    pos = 0
+    for line in text.splitlines(keepends=True):
+        start, end = pos, pos + len(line.rstrip("\r\n"))
+        pos += len(line)
+        if _FENCE_RE.match(line):
+            in_fence = not in_fence
+            current = None
+            continue
+        if in_fence or not line.strip() or _SKIP_LINE_RE.match(line):
+            current = None
+            continue
+        item = _LIST_ITEM_RE.match(line)
+        if item:
+            current = [start + item.end(), end]
+            spans.append(current)  # type: ignore[arg-type]
+            continue
+        if current is None:
+            current = [start + len(line) - len(line.lstrip()), end]
+            spans.append(current)  # type: ignore[arg-type]
+        else:
+            current[1] = end
+    return [(s, e) for s, e in spans if e > s]
+
+
+def split_sentences(text: str) -> list[tuple[int, int]]:
+    """[start, end) spans of the sentences of `text` (markdown-aware); `text[start:end]` is the sentence."""
+    spans: list[tuple[int, int]] = []
+    for p_start, p_end in _paragraphs(text):
+        paragraph = text[p_start:p_end]
+        cut = 0
+        for match in _BOUNDARY_RE.finditer(paragraph):
+            before = paragraph[cut : match.start()].rstrip("\"'”’)]")
+            if before.lower().endswith(_ABBREVIATIONS) or re.search(r"(?:^|\s)[A-Z]\.$", before):
+                continue  # "e.g. Foo", "J. Smith": not a sentence end
+            spans.append((p_start + cut, p_start + match.start()))
+            cut = match.end()
+        spans.append((p_start + cut, p_end))
+    out = []
+    for start, end in spans:
+        segment = text[start:end]
+        tags = _EDGE_TAG_RE.match(segment)
+        if tags:
+            start += tags.end()
+        tail = _EDGE_TAG_RE.search(text[start:end])
+        if tail and tail.end() == end - start:
+            end = start + tail.start()
+        while start < end and text[start].isspace():
+            start += 1
+        while end > start and text[end - 1].isspace():
+            end -= 1
+        if end > start:
+            out.append((start, end))
+    return out
+
+
+def _candidates(chunks: Sequence[tuple[int, ScoredChunk]]) -> list[Sentence]:
+    sentences = []
+    for slot, (n, chunk) in enumerate(chunks):
+        for start, end in split_sentences(chunk.text):
+            text = chunk.text[start:end]
+            if len(text.split()) < MIN_SENTENCE_WORDS:
+                continue
+            sentences.append(Sentence(slot, n, start, end, text, frozenset(content_terms(text))))
+    return sentences
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Scoring and composing
+# ---------------------------------------------------------------------------------------------------------------
+
+
+def _chunk_weights(chunks: Sequence[tuple[int, ScoredChunk]]) -> list[float]:
+    """Each chunk's retrieval strength in [0, 1]: its cosine when known, else its fused score relative to the best."""
+    dense = [c.dense_score for _, c in chunks]
+    if all(d is not None for d in dense):
+        return [min(1.0, max(0.0, float(d))) for d in dense]  # type: ignore[arg-type]
+    best = max((c.score for _, c in chunks), default=0.0) or 1.0
+    return [max(0.0, c.score / best) for _, c in chunks]
+
+
+def _idf(sentences: Sequence[Sentence], terms: set[str]) -> dict[str, float]:
+    # Smoothed so that with a handful of sentences one missing question word doesn't outweigh all the others.
+    n = len(sentences)
+    return {t: math.log(1 + (n + 1) / (sum(t in s.terms for s in sentences) + 1)) for t in sorted(terms)}
+
+
+def _jaccard(a: frozenset[str], b: frozenset[str]) -> float:
+    return len(a & b) / len(a | b) if a | b else 1.0
+
+
+def _refuse(reason: str) -> QuoteAnswer:
+    return QuoteAnswer(text=REFUSAL_TEXT, used=[], refused=True, reason=reason)
+
+
+def score_sentences(question: str, chunks: Sequence[tuple[int, ScoredChunk]]) -> list[tuple[float, float, Sentence]]:
+    """(relevance, coverage, sentence) for every candidate sentence, best first (ties: chunk order, position).
+
+    coverage = IDF-weighted share of the question's content words the sentence contains; relevance = coverage ×
+    (0.5 + 0.5 × the chunk's retrieval strength)."""
+    sentences = _candidates(chunks)
+    question_terms = content_terms(question)
+    if not sentences or not question_terms:
+        return []
+    idf = _idf(sentences, question_terms)
+    total = sum(idf.values())
+    weights = _chunk_weights(chunks)
+    scored = []
+    for s in sentences:
+        coverage = sum(idf[t] for t in question_terms & s.terms) / total
+        scored.append((round(coverage * (0.5 + 0.5 * weights[s.slot]), 12), round(coverage, 12), s))
+    scored.sort(key=lambda item: (-item[0], item[2].slot, item[2].start))
+    return scored
+
+
+def _topic(question: str, chunk: ScoredChunk) -> str:
+    if chunk.chapter:
+        return chunk.chapter.split(" > ")[-1].strip()
+    if chunk.title:
+        return chunk.title.strip()
+    topic = " ".join(question.split()).rstrip("?.! ")
+    return (topic[:1].upper() + topic[1:])[:80] or "Answer"
+
+
+def compose_quote_answer(
+    question: str,
+    chunks: list[tuple[int, ScoredChunk]],
+    *,
+    max_sentences: int = 4,
+    min_score: float = DEFAULT_MIN_SCORE,
+    style: AnswerStyle | str = AnswerStyle.DEFAULT,
+    min_overlap: float = DEFAULT_MIN_OVERLAP,
+) -> QuoteAnswer:
+    """Answer `question` with verbatim sentences of `chunks` ((citation number, chunk) pairs, best first), or refuse.
+
+    `min_score` gates on the best chunk's cosine similarity (skipped when no chunk has one: lexical retrieval);
+    `min_overlap` on the best sentence's coverage of the question's content words.
+    """
+    style = AnswerStyle(style)
+    if not chunks:
+        return _refuse("No passages were retrieved for the question.")
+    dense = [c.dense_score for _, c in chunks if c.dense_score is not None]
+    if dense and max(dense) < min_score:
+        return _refuse(
+            f"The best passage's similarity to the question ({max(dense):.2f}) is below the quote-mode "
+            f"threshold ({min_score:.2f})."
+        )
+    scored = score_sentences(question, chunks)
+    if not scored:
+        return _refuse("The retrieved passages hold no sentence to quote for this question.")
+    best_relevance, best_coverage, _ = scored[0]
+    if best_coverage < min_overlap or best_coverage <= 0:
+        return _refuse(
+            f"No retrieved sentence shares enough of the question's content ({best_coverage:.2f} of "
+            f"{min_overlap:.2f} needed)."
+        )
+
+    limit = max(1, max_sentences - 1) if style == AnswerStyle.STRUCTURED and max_sentences > 1 else max_sentences
+    chosen: list[Sentence] = []
+    rest: list[Sentence] = []
+    for relevance, coverage, sentence in scored:
+        if coverage <= 0 or relevance < RELATIVE_CUTOFF * best_relevance:
+            break
+        duplicate = any(
+            _jaccard(sentence.terms, c.terms) >= REDUNDANCY_JACCARD or sentence.text.strip() == c.text.strip()
+            for c in chosen
+        )
+        if duplicate:
+            continue
+        if len(chosen) < limit:
+            chosen.append(sentence)
+        else:
+            rest.append(sentence)
+    top = chosen[0]
+    chosen.sort(key=lambda s: (s.slot, s.start))
+
+    if style == AnswerStyle.STRUCTURED:
+        why = _why_sentence(top, chosen, rest, chunks, max_sentences)
+        lines = [f"## {_topic(question, chunks[top.slot][1])}", "", "### Key Points", ""]
+        lines += [f"- {s.text} [{s.n}]" for s in chosen]
+        lines += ["", "### Why It Matters", ""]
+        lines += [f"{why.text} [{why.n}]"] if why else []
+        text = "\n".join(lines).rstrip()
+        order = [s.n for s in chosen] + ([why.n] if why else [])
+    else:
+        paragraphs: list[str] = []
+        for slot in dict.fromkeys(s.slot for s in chosen):
+            paragraphs.append(" ".join(f"{s.text} [{s.n}]" for s in chosen if s.slot == slot))
+        text = "\n\n".join(paragraphs)
+        order = [s.n for s in chosen]
+    return QuoteAnswer(text=text, used=list(dict.fromkeys(order)), refused=False, reason=None)
+
+
+def _why_sentence(
+    top: Sentence,
+    chosen: list[Sentence],
+    rest: list[Sentence],
+    chunks: Sequence[tuple[int, ScoredChunk]],
+    max_sentences: int,
+) -> Sentence | None:
+    """The sentence for "Why It Matters": the next relevant one not already a key point, else the sentence after
+    (or before) the best one in its chunk. None when max_sentences leaves no room."""
+    if max_sentences <= 1:
+        return None
+    if rest:
+        return rest[0]
+    taken = {(s.slot, s.start) for s in chosen}
+    neighbours = [s for s in _candidates([chunks[top.slot]]) if (top.slot, s.start) not in taken]
+    after = [s for s in neighbours if s.start > top.start]
+    pick = after[0] if after else (neighbours[-1] if neighbours else None)
+    if pick is None:
+        return None
+    return Sentence(top.slot, top.n, pick.start, pick.end, pick.text, pick.terms)

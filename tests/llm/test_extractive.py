@@ -1,0 +1,215 @@
+"""Quote mode: verbatim sentences only, chosen for the question, each cited; refusal when evidence is weak."""
+
+from __future__ import annotations
+
+import hashlib
+import re
+
+import pytest
+
+from citewise.agent.constraints import Constraints
+from citewise.agent.grounding import ground
+from citewise.agent.validator import validate_answer
+from citewise.llm.extractive import (
+    QuoteAnswer,
+    compose_quote_answer,
+    content_terms,
+    split_sentences,
+    stem,
+)
+from citewise.types import REFUSAL_TEXT, AnswerStyle, ScoredChunk, make_chunk_id, make_doc_id
+
+
+def chunk(text: str, doc: str, *, dense: float | None = 0.7, score: float = 0.3, **extra) -> ScoredChunk:
+    doc_id = make_doc_id(doc)
+    return ScoredChunk(
+        chunk_id=make_chunk_id(doc_id, 0),
+        doc_id=doc_id,
+        chunk_index=0,
+        text=text,
+        filename=doc,
+        score=score,
+        dense_score=dense,
+        **extra,
+    )
+
+
+INSTALL = chunk(
+    "# Installation\n\n"
+    "Orbitron ships as a single daemon, `orbitrond`, and a command-line client, `orbitron`.\n\n"
+    "### Linux packages\n\n"
+    "Install version 3.2 from the Orbitron apt repository. The daemon listens on port **7433** by default and "
+    "stores its journal\nunder `/var/lib/orbitron`.\n\n"
+    "```bash\nsudo apt-get install orbitrond=3.2.0\nsudo systemctl enable --now orbitrond\n```\n",
+    "install.md",
+    dense=0.72,
+    chapter="Installation > Linux packages",
+)
+PORTS = chunk(
+    "Changing the port needs a restart of the daemon. The listening port is set with `listen_port` in "
+    "orbitrond.toml. The default port is 7433 unless you change it.\n\n"
+    "- Firewalls must allow the listening port for workers to connect.\n"
+    "- The web console uses the same port.",
+    "ports.md",
+    dense=0.61,
+)
+DUPLICATE = chunk(
+    "The daemon listens on port 7433 by default and stores its journal under /var/lib/orbitron. Nothing else.",
+    "copy.md",
+    dense=0.55,
+)
+QUEUES = chunk(
+    "Queues are created explicitly. Enqueueing to a queue that does not exist fails with error ORB-404. "
+    "Finished jobs are kept for seven days with the retention flag.",
+    "queues.md",
+    dense=0.5,
+)
+CHUNKS = [(1, INSTALL), (2, PORTS), (3, DUPLICATE), (4, QUEUES)]
+QUESTION = "Which port does the Orbitron daemon listen on by default?"
+
+
+def sentences_of(answer: QuoteAnswer) -> list[tuple[int, str]]:
+    """(n, sentence) pairs of a default-style or structured quote answer."""
+    pairs = []
+    for line in answer.text.split("\n\n"):
+        for match in re.finditer(r"(?:^|(?<=\] ))(?:- )?(.+?) \[(\d+)\]", line, re.S):
+            pairs.append((int(match.group(2)), match.group(1)))
+    return pairs
+
+
+def test_answer_is_verbatim_sentences_each_cited():
+    answer = compose_quote_answer(QUESTION, CHUNKS, max_sentences=4, min_score=0.3)
+    assert not answer.refused and answer.reason is None
+    pairs = sentences_of(answer)
+    assert pairs, answer.text
+    texts = dict(CHUNKS)
+    for n, sentence in pairs:
+        assert sentence in texts[n].text, sentence  # exact substring, not whitespace-normalised
+    assert "The daemon listens on port **7433** by default and stores its journal\nunder `/var/lib/orbitron`." in (
+        answer.text
+    )
+    assert answer.used == list(dict.fromkeys(n for n, _ in pairs))
+
+
+def test_near_duplicate_sentences_are_dropped():
+    answer = compose_quote_answer(QUESTION, CHUNKS, max_sentences=4, min_score=0.3)
+    assert "[3]" not in answer.text  # copy.md repeats install.md's sentence
+    assert 3 not in answer.used
+
+
+def test_irrelevant_sentences_stay_out_and_order_is_by_chunk_then_position():
+    answer = compose_quote_answer(QUESTION, CHUNKS, max_sentences=4, min_score=0.3)
+    assert "ORB-404" not in answer.text and "Queues are created" not in answer.text
+    positions = [(n, dict(CHUNKS)[n].text.index(s)) for n, s in sentences_of(answer)]
+    assert positions == sorted(positions)
+
+
+def test_headings_and_code_are_not_quoted_as_sentences():
+    spans = split_sentences(INSTALL.text)
+    quoted = [INSTALL.text[s:e] for s, e in spans]
+    assert not any(q.startswith("#") or "```" in q or "apt-get" in q for q in quoted)
+    assert "Install version 3.2 from the Orbitron apt repository." in quoted
+    assert "Firewalls must allow the listening port for workers to connect." in [
+        PORTS.text[s:e] for s, e in split_sentences(PORTS.text)
+    ]
+
+
+def test_sentence_splitting_keeps_abbreviations_together():
+    text = "Use a queue per tenant, e.g. Billing or Email. Workers poll every 15 s. Done now."
+    assert [text[s:e] for s, e in split_sentences(text)] == [
+        "Use a queue per tenant, e.g. Billing or Email.",
+        "Workers poll every 15 s.",
+        "Done now.",
+    ]
+
+
+def test_max_sentences_is_respected():
+    answer = compose_quote_answer(QUESTION, CHUNKS, max_sentences=1, min_score=0.3)
+    assert len(sentences_of(answer)) == 1
+    assert "7433" in answer.text
+
+
+def test_deterministic():
+    runs = {compose_quote_answer(QUESTION, CHUNKS, max_sentences=3, min_score=0.3).model_dump_json() for _ in range(3)}
+    assert len(runs) == 1
+    reordered = compose_quote_answer(QUESTION, list(CHUNKS), max_sentences=3, min_score=0.3)
+    digest = hashlib.sha256(reordered.text.encode()).hexdigest()
+    assert digest == hashlib.sha256(runs.pop() and reordered.text.encode()).hexdigest()
+
+
+def test_refuses_below_min_score():
+    answer = compose_quote_answer(QUESTION, CHUNKS, max_sentences=4, min_score=0.8)
+    assert answer.refused and answer.text == REFUSAL_TEXT and answer.used == []
+    assert "0.72" in answer.reason and "0.80" in answer.reason
+
+
+def test_refuses_when_no_sentence_shares_content():
+    answer = compose_quote_answer("How do I rotate the encryption keys?", CHUNKS, max_sentences=4, min_score=0.3)
+    assert answer.refused and answer.text == REFUSAL_TEXT
+    assert "shares enough" in answer.reason
+
+
+def test_refuses_without_chunks():
+    answer = compose_quote_answer(QUESTION, [], max_sentences=4, min_score=0.3)
+    assert answer.refused and answer.reason == "No passages were retrieved for the question."
+
+
+def test_lexical_only_chunks_skip_the_similarity_gate():
+    lexical = [
+        (1, INSTALL.model_copy(update={"dense_score": None})),
+        (2, PORTS.model_copy(update={"dense_score": None})),
+    ]
+    answer = compose_quote_answer(QUESTION, lexical, max_sentences=2, min_score=0.99)
+    assert not answer.refused and "7433" in answer.text
+
+
+def test_structured_style():
+    answer = compose_quote_answer(QUESTION, CHUNKS, max_sentences=3, min_score=0.3, style=AnswerStyle.STRUCTURED)
+    lines = answer.text.split("\n")
+    assert lines[0] == "## Linux packages"
+    assert "### Key Points" in lines and "### Why It Matters" in lines
+    block = answer.text.split("### Key Points\n\n", 1)[1].split("\n\n### Why It Matters", 1)[0]
+    bullets = block[2:].split("\n- ")  # a bullet may wrap: quoted sentences keep the source's line breaks
+    assert block.startswith("- ") and bullets
+    texts = dict(CHUNKS)
+    for bullet in bullets:
+        sentence, n = re.fullmatch(r"(.+) \[(\d+)\]", bullet, re.S).groups()
+        assert sentence in texts[int(n)].text
+    why = answer.text.split("### Why It Matters\n\n", 1)[1]
+    sentence, n = re.fullmatch(r"(.+) \[(\d+)\]", why, re.S).groups()
+    assert sentence in texts[int(n)].text
+    assert sentence not in block  # not a repeat of a key point
+
+
+def test_quote_answer_grounds_with_spans_and_passes_the_validator():
+    answer = compose_quote_answer(QUESTION, CHUNKS, max_sentences=3, min_score=0.3)
+    sources = dict(CHUNKS)
+    text, citations = ground(answer.text, sources)
+    assert text == answer.text  # nothing to strip or renumber in a composed answer
+    assert all(c.quote_spans for c in citations)
+    for citation in citations:
+        source = next(c for c in sources.values() if c.chunk_id == citation.chunk_id)
+        for start, end in citation.quote_spans:
+            assert source.text[start:end] in answer.text
+    result = validate_answer(
+        answer.text,
+        sources=sources,
+        opened={c.chunk_id for c in sources.values()},
+        searches=1,
+        constraints=Constraints(exact_quote=True),
+    )
+    assert result.ok, result.errors
+
+
+@pytest.mark.parametrize(
+    ("a", "b"),
+    [("configure", "configured"), ("configuration", "configuring"), ("queues", "queue"), ("listens", "listening")],
+)
+def test_stemming_joins_word_forms(a, b):
+    assert stem(a) == stem(b)
+
+
+def test_content_terms_drop_stopwords_and_keep_identifiers():
+    terms = content_terms("What does the listen_port setting do?")
+    assert "listen_port" in terms and stem("listen") in terms and stem("setting") in terms
+    assert not terms & {"what", "does", "the", "do"}
