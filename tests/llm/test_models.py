@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import sys
 from typing import Annotated
 
 import httpx
@@ -174,6 +175,8 @@ def test_vendor_kwargs_carry_generation_settings(tmp_path):
     anthropic = _vendor_kwargs(settings, "anthropic", is_primary=False)
     assert "seed" not in anthropic and "api_key" not in anthropic and "base_url" not in anthropic
     assert _vendor_kwargs(settings, "groq", is_primary=False)["model_kwargs"] == {"seed": 7}
+    google = _vendor_kwargs(settings, "google_genai", is_primary=False)
+    assert google["seed"] == 7 and google["max_retries"] == 1
     ollama = _vendor_kwargs(settings, "ollama", is_primary=False)
     assert ollama["seed"] == 7 and ollama["num_predict"] == 256 and ollama["base_url"] == settings.llm_base_url
 
@@ -285,3 +288,36 @@ def test_tokens_stream_through_the_client_and_cache_hits_stream_none(fast):
     assert tokens == []
     assert final.content == "streamed from the fallback"
     assert len(secondary.calls) == 1
+
+
+def test_create_chat_model_builds_the_vendor_class_with_settings_and_cache(tmp_path, monkeypatch):
+    # The vendor packages are optional extras, absent here: stand the scripted model in for ChatOpenAI so the real
+    # init_chat_model path (import, constructor kwargs, our cache wiring) runs.
+    import types
+
+    from langchain.chat_models import base as chat_models_base
+    from pydantic import ConfigDict
+
+    class ChatOpenAI(ScriptedChatModel):
+        model_config = ConfigDict(extra="allow")
+
+    monkeypatch.setitem(sys.modules, "langchain_openai", types.SimpleNamespace(ChatOpenAI=ChatOpenAI))
+    chat_models_base._get_chat_model_creator.cache_clear()
+    try:
+        settings = Settings(home=tmp_path, llm="openai:gpt-4o-mini", llm_base_url="http://127.0.0.1:9/v1")
+        model = create_chat_model(settings, "openai:gpt-4o-mini")
+    finally:
+        chat_models_base._get_chat_model_creator.cache_clear()
+    assert isinstance(model, ChatOpenAI)
+    extra = model.model_extra
+    assert extra["model"] == "gpt-4o-mini" and extra["base_url"] == "http://127.0.0.1:9/v1"
+    assert extra["temperature"] == 0.0 and extra["seed"] == 42 and extra["max_retries"] == 0
+    assert isinstance(model.cache, SQLiteLLMCache) and model.cache.namespace == "openai:gpt-4o-mini"
+    assert model.cache.path == settings.llm_cache_path
+
+    no_cache = settings.model_copy(update={"generation": settings.generation.model_copy(update={"cache": False})})
+    monkeypatch.setitem(sys.modules, "langchain_openai", types.SimpleNamespace(ChatOpenAI=ChatOpenAI))
+    try:
+        assert create_chat_model(no_cache, "openai:gpt-4o-mini").cache is None
+    finally:
+        chat_models_base._get_chat_model_creator.cache_clear()

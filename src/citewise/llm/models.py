@@ -127,6 +127,10 @@ def _vendor_kwargs(settings: Settings, provider: str, *, is_primary: bool) -> di
         kwargs["seed"] = gen.seed
         if settings.llm_base_url:
             kwargs["base_url"] = settings.llm_base_url
+    elif provider == "google_genai":
+        kwargs["seed"] = gen.seed
+        # The Google SDK reads max_retries=0 as "use the default (5)"; 1 means the single request only.
+        kwargs["max_retries"] = 1
     elif provider == "groq":
         # ChatGroq has no seed field, but Groq's API takes one; model_kwargs go into the request body.
         kwargs["model_kwargs"] = {"seed": gen.seed}
