@@ -13,6 +13,7 @@ import pytest
 import uvicorn
 from fastapi import FastAPI
 from fastapi.testclient import TestClient
+from tests.conftest import CORPUS
 
 from citewise.index.knowledge_base import KnowledgeBase
 from citewise.ingest.pipeline import Ingestor
@@ -103,3 +104,63 @@ def live_server() -> Iterator[Callable[[FastAPI], LiveServer]]:
     yield start
     for server in started:
         server.stop()
+
+
+AGENT_CORPUS = Path(__file__).parents[1] / "fixtures" / "agent_corpus"
+ALICE = "alice"
+WORKER_QUESTION = "How do I pin the worker pool to a fixed number of threads?"
+WORKER_ANSWER = "Set `worker_threads = 12` to pin the worker pool to twelve threads [1]."
+VAULT_QUESTION = "Which command rotates the journal encryption key in the vault?"
+VAULT_SECRET = "kestrel-vault-7"
+PLAN = '["Search the docs for the question", "Answer with citations"]'
+
+
+def server_test_settings(home: Path, **overrides) -> Settings:
+    """No retry waits, no reply cache, no question log, no rate limit, unless a test asks."""
+    base: dict = {
+        "home": home,
+        "generation": {"llm_retry_wait_s": 0.0, "cache": False},
+        "server": {"log_questions": False, "rate_limit_per_minute": 0},
+    }
+    for key, value in overrides.items():
+        base[key] = {**base[key], **value} if isinstance(value, dict) and isinstance(base.get(key), dict) else value
+    return Settings(**base)
+
+
+@pytest.fixture(scope="module")
+def served_home(tmp_path_factory, embedder) -> Path:
+    """The fixture corpus (public) plus Alice's private notes, indexed once per module and only read."""
+    home = tmp_path_factory.mktemp("served-home")
+    kb = KnowledgeBase(Settings(home=home), embedder=embedder)
+    Ingestor(kb).ingest_paths([CORPUS])
+    Ingestor(kb, owner=ALICE).ingest_paths([AGENT_CORPUS / "alice"])
+    return home
+
+
+@pytest.fixture
+def agent_app(served_home, embedder) -> Callable[..., FastAPI]:
+    """create_app over a Citewise on the served index: agent_app(chat_model=None, home=None, **settings overrides)."""
+    from citewise.agent.runner import Citewise
+
+    def make(chat_model=None, *, home: Path | None = None, **overrides) -> FastAPI:
+        settings = server_test_settings(home or served_home, **overrides)
+        kb = KnowledgeBase(settings, embedder=embedder)
+        return create_app(settings, citewise=Citewise(settings, kb=kb, chat_model=chat_model))
+
+    return make
+
+
+@pytest.fixture
+def started() -> Iterator[Callable[[FastAPI], TestClient]]:
+    """Start a TestClient on an app (lifespan included) and close it after the test."""
+    opened: list[TestClient] = []
+
+    def start(app: FastAPI) -> TestClient:
+        client = TestClient(app, raise_server_exceptions=False)
+        client.__enter__()
+        opened.append(client)
+        return client
+
+    yield start
+    for client in opened:
+        client.__exit__(None, None, None)

@@ -1,27 +1,26 @@
 """The agent over HTTP: `POST /api/agent/run` (the full Answer as JSON) and `POST /api/agent/stream` (SSE).
 
-Stream events, in order: `trace` (each step: plan, tool_call, validation, reprompt, ...), `token` (answer text as
-the model writes it), `citation` (each citation of the final answer), then exactly one terminal event: `complete`
-(the full Answer, with exit_reason) or `error` (the run raised: exit_reason, type, message, retryable). A client
-that disconnects cancels the run.
+Stream events, in order: `trace` (each step as it finishes: plan, tool_call, validation, reprompt, ...), `token`
+(answer text as it is written), `citation` (each citation of the final answer), then exactly one terminal event:
+`complete` (the full Answer, with exit_reason) or `error` (the run raised: exit_reason, type, message, retryable).
+A client that disconnects cancels the run. docs/server.md shows the frames.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-import time
+import re
 from collections.abc import AsyncIterator
 from typing import Any
 
 from fastapi import APIRouter
 from fastapi.sse import EventSourceResponse, ServerSentEvent
 
-from citewise.errors import RateLimited, ValidationError
+from citewise.errors import RateLimited
 from citewise.server.deps import CallerDep, StateDep, agent_session_id, answer_json
 from citewise.server.http_errors import map_error
 from citewise.server.schemas import AgentRequest
-from citewise.settings import Settings
 from citewise.types import Answer, ExitReason, TraceEvent
 
 log = logging.getLogger(__name__)
@@ -29,9 +28,11 @@ router = APIRouter(prefix="/api/agent", tags=["agent"])
 
 # The graph node whose model calls write the answer; tokens from other nodes (the planner) are not answer text.
 ANSWER_NODE = "llm"
+QUOTE_MODE = "extractive"
+_WORD = re.compile(r"\s*\S+\s*|\s+")
 
 
-def _run_kwargs(body: AgentRequest, owner: str, thread_id: str) -> dict[str, Any]:
+def run_options(body: AgentRequest, owner: str, thread_id: str) -> dict[str, Any]:
     return {
         "owner": owner,
         "selected_text": body.selected_text,
@@ -43,24 +44,13 @@ def _run_kwargs(body: AgentRequest, owner: str, thread_id: str) -> dict[str, Any
     }
 
 
-def check_question(settings: Settings, question: str) -> None:
-    """Refuse what the agent would refuse before any work starts, so the caller gets a 422, not a stream that
-    ends in an error event."""
-    limit = settings.agent.max_question_chars
-    if len(question) > limit:
-        raise ValidationError(
-            f"The question is {len(question)} characters; the limit is {limit} (agent.max_question_chars)."
-        )
-
-
 @router.post("/run", summary="Ask a question; returns the full Answer")
 async def run(body: AgentRequest, caller: CallerDep, state: StateDep) -> dict[str, Any]:
-    check_question(state.settings, body.question)
     session_id, thread_id = agent_session_id(caller, body.session_id)
     agent = await state.agent()
-    answer = await agent.aask(body.question, **_run_kwargs(body, caller.owner, thread_id))
+    answer = await agent.aask(body.question, **run_options(body, caller.owner, thread_id))
     state.metrics.observe_answer(answer)
-    _log_failure(answer)
+    log_failure(answer, session_id)
     return answer_json(answer, session_id=session_id, include_trace=body.return_trace)
 
 
@@ -70,22 +60,26 @@ async def run(body: AgentRequest, caller: CallerDep, state: StateDep) -> dict[st
     summary="Ask a question; streams trace, token and citation events, then one complete or error event",
 )
 async def stream(body: AgentRequest, caller: CallerDep, state: StateDep) -> AsyncIterator[ServerSentEvent]:
-    check_question(state.settings, body.question)
     session_id, thread_id = agent_session_id(caller, body.session_id)
     agent = await state.agent()
+    options = run_options(body, caller.owner, thread_id)
+    # Validate before the first byte: a bad request gets its 4xx, not a 200 stream that ends in an error event.
+    agent.prepare(body.question, **options)
+
     events: asyncio.Queue[tuple[str, Any]] = asyncio.Queue()
 
     async def produce() -> None:
         try:
-            async for event in agent.astream_events(body.question, **_run_kwargs(body, caller.owner, thread_id)):
+            async for event in agent.astream_events(body.question, **options):
                 await events.put(("event", event))
         except Exception as exc:
             await events.put(("error", exc))
         finally:
             await events.put(("end", None))
 
-    started = time.perf_counter()
+    # The run is a task of its own so that a disconnect can cancel it outright (see `finally`).
     task = asyncio.create_task(produce(), name=f"citewise-stream-{session_id}")
+    tokens = _TokenFilter()
     answer: Answer | None = None
     failure: BaseException | None = None
     ended = False
@@ -98,50 +92,84 @@ async def stream(body: AgentRequest, caller: CallerDep, state: StateDep) -> Asyn
             if kind == "error":
                 failure = item
                 continue
-            sse = _translate(item)
-            if sse is not None:
+            answer = _final_answer(item) or answer
+            for sse in _translate(item, tokens):
                 yield sse
-            final = _final_answer(item)
-            if final is not None:
-                answer = final
-        if answer is not None:
-            state.metrics.observe_answer(answer)
-            _log_failure(answer)
-            for citation in answer.citations:
-                yield ServerSentEvent(event="citation", data=citation.model_dump(mode="json"))
-            yield ServerSentEvent(
-                event="complete", data=answer_json(answer, session_id=session_id, include_trace=body.return_trace)
-            )
-        else:
-            yield _error_event(failure, session_id, time.perf_counter() - started)
+        if answer is None:
+            yield _error_event(failure, session_id)
+            return
+        state.metrics.observe_answer(answer)
+        log_failure(answer, session_id)
+        if not tokens.sent and not answer.cached and answer.mode == QUOTE_MODE:
+            # Quote mode has no model to stream from: send its answer as word-sized tokens, so every live answer
+            # arrives the same way. (A cache hit sends none: it is complete at once.)
+            for word in _WORD.findall(answer.answer):
+                yield ServerSentEvent(event="token", data={"text": word})
+        for citation in answer.citations:
+            yield ServerSentEvent(event="citation", data=citation.model_dump(mode="json"))
+        yield ServerSentEvent(
+            event="complete", data=answer_json(answer, session_id=session_id, include_trace=body.return_trace)
+        )
     finally:
         if not ended:  # the client went away (or the server is stopping): stop the run
             state.metrics.disconnects.inc()
             log.info("Client disconnected; cancelling stream %s", session_id)
             task.cancel()
-            # No await here: this generator is being cancelled, and the run's cleanup needs no one to wait for it.
+            # No await: this generator is itself being cancelled; the run cleans up without anyone waiting.
             task.add_done_callback(_reap)
 
 
-def _reap(task: asyncio.Task) -> None:
-    if not task.cancelled() and task.exception() is not None:
-        log.warning("Cancelled stream ended with %r", task.exception())
+class _TokenFilter:
+    """Decides which model tokens are answer text. A model without native tool calling writes JSON actions
+    (`{"type": "final", ...}`); those are held back, and its answer arrives with `complete`."""
+
+    def __init__(self) -> None:
+        self.sent = 0
+        self._held: dict[str, list[str]] = {}  # run id → leading text not yet classified
+        self._verdict: dict[str, bool] = {}  # run id → its tokens are answer text
+
+    def feed(self, run_id: str, text: str) -> list[str]:
+        verdict = self._verdict.get(run_id)
+        if verdict is None:
+            held = self._held.setdefault(run_id, [])
+            held.append(text)
+            lead = "".join(held).lstrip()
+            if len(lead) < 7 and not (lead and lead[0] not in "{`"):
+                return []  # not enough yet to tell prose from a JSON action
+            verdict = self._verdict[run_id] = not (lead.startswith("{") or lead.startswith("```json"))
+            out = self._held.pop(run_id) if verdict else []
+        else:
+            out = [text] if verdict else []
+        self.sent += len(out)
+        return out
+
+    def flush(self, run_id: str) -> list[str]:
+        """The model call ended: short held text that is not a JSON action is answer text after all."""
+        held = self._held.pop(run_id, [])
+        lead = "".join(held).lstrip()
+        if not held or lead.startswith("{") or lead.startswith("```"):
+            return []
+        self.sent += len(held)
+        return held
 
 
-def _translate(event: dict[str, Any]) -> ServerSentEvent | None:
+def _translate(event: dict[str, Any], tokens: _TokenFilter) -> list[ServerSentEvent]:
     kind = event.get("event")
-    if kind == "on_chat_model_stream" and event.get("metadata", {}).get("langgraph_node") == ANSWER_NODE:
+    in_answer_node = event.get("metadata", {}).get("langgraph_node") == ANSWER_NODE
+    if kind == "on_chat_model_stream" and in_answer_node:
         text = _text(event.get("data", {}).get("chunk"))
-        return ServerSentEvent(event="token", data={"text": text}) if text else None
-    if kind == "on_custom_event":
+        return [_token(t) for t in tokens.feed(event.get("run_id", ""), text)] if text else []
+    if kind == "on_chat_model_end" and in_answer_node:
+        return [_token(t) for t in tokens.flush(event.get("run_id", ""))]
+    if kind == "on_custom_event" and event.get("name") == "trace":
         data = event.get("data")
-        if event.get("name") == "trace":
-            trace = data if isinstance(data, TraceEvent) else TraceEvent.model_validate(data)
-            return ServerSentEvent(event="trace", data=trace.model_dump(mode="json"))
-        if event.get("name") == "token":  # answer text an answerer writes without a chat model (quote mode)
-            text = data.get("text") if isinstance(data, dict) else data
-            return ServerSentEvent(event="token", data={"text": text}) if text else None
-    return None
+        trace = data if isinstance(data, TraceEvent) else TraceEvent.model_validate(data)
+        return [ServerSentEvent(event="trace", data=trace.model_dump(mode="json"))]
+    return []
+
+
+def _token(text: str) -> ServerSentEvent:
+    return ServerSentEvent(event="token", data={"text": text})
 
 
 def _text(chunk: Any) -> str:
@@ -163,13 +191,15 @@ def _final_answer(event: dict[str, Any]) -> Answer | None:
     return answer if isinstance(answer, Answer) else None
 
 
-def _error_event(failure: BaseException | None, session_id: str, elapsed_s: float) -> ServerSentEvent:
+def _error_event(failure: BaseException | None, session_id: str) -> ServerSentEvent:
     if failure is None:
-        log.error("Stream %s ended without an answer after %.1fs", session_id, elapsed_s)
+        log.error("Stream %s ended without an answer", session_id)
         code, kind, detail = 500, "internal_error", "The run ended without an answer."
     else:
         code, kind, detail = map_error(failure)
-        log.error("Stream %s failed: %s: %s", session_id, type(failure).__name__, failure, exc_info=failure)
+        level = logging.WARNING if code < 500 else logging.ERROR
+        log.log(level, "Stream %s failed: %s: %s", session_id, type(failure).__name__, failure, exc_info=failure)
+    # The exit reasons are the agent's; a run that raised instead of ending gets the catch-all one.
     reason = ExitReason.RATE_LIMITED if isinstance(failure, RateLimited) else ExitReason.LLM_ERROR
     return ServerSentEvent(
         event="error",
@@ -184,11 +214,22 @@ def _error_event(failure: BaseException | None, session_id: str, elapsed_s: floa
     )
 
 
-def _log_failure(answer: Answer) -> None:
-    if answer.exit_reason in (ExitReason.RATE_LIMITED, ExitReason.LLM_ERROR):
+def _reap(task: asyncio.Task) -> None:
+    if not task.cancelled() and task.exception() is not None:
+        log.warning("A cancelled stream ended with %r", task.exception())
+
+
+_FAILURE_TRACE = {"fallback", "retrieval_failure", "llm_error", "exit", "generation_failure", "invalid_tool_call"}
+
+
+def log_failure(answer: Answer, session_id: str) -> None:
+    """Runs that failed are logged with the steps that explain why (the client only sees the exit reason)."""
+    if answer.exit_reason in (ExitReason.RATE_LIMITED, ExitReason.LLM_ERROR) or any(
+        e.type == "retrieval_failure" and e.data.get("action") == "refuse" for e in answer.trace
+    ):
         log.warning(
-            "Run ended %s: %s", answer.exit_reason, [e.model_dump() for e in answer.trace if e.type in _FAILURE_TRACE]
+            "Run %s ended %s: %s",
+            session_id,
+            answer.exit_reason,
+            [e.model_dump() for e in answer.trace if e.type in _FAILURE_TRACE],
         )
-
-
-_FAILURE_TRACE = {"fallback", "retrieval_failure", "exit", "llm_error", "error"}

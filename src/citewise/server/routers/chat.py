@@ -10,7 +10,6 @@ from fastapi import APIRouter, HTTPException, status
 
 from citewise.errors import ProviderError, RetrievalError, ValidationError
 from citewise.server.deps import CallerDep, StateDep, agent_session_id
-from citewise.server.routers.agent import check_question
 from citewise.server.schemas import ChatRequest, ChatResponse, SourceChunk
 from citewise.types import Answer, ExitReason, Status
 
@@ -35,7 +34,6 @@ _UNREACHABLE = {"connection_error", "service_unavailable"}
 async def chat(body: ChatRequest, caller: CallerDep, state: StateDep) -> ChatResponse:
     if not body.message.strip():
         raise HTTPException(status.HTTP_400_BAD_REQUEST, detail="Message cannot be empty")
-    check_question(state.settings, body.message)
     session_id, thread_id = agent_session_id(caller, body.session_id)
     try:
         agent = await state.agent()
