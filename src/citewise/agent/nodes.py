@@ -486,7 +486,10 @@ class AgentNodes:
         text = result.text
         if result.refused:
             text = _refusal_text(constraints)
-        return {**base, "draft": text, "quote_refusal": result.reason if result.refused else None}
+        refusal = None
+        if result.refused:  # the composer's own words are in the trace; the Answer gets a stable code
+            refusal = "empty_retrieval" if state.get("empty_retrieval") else "weak_evidence"
+        return {**base, "draft": text, "quote_refusal": refusal}
 
     def _quote_candidates(self, state: AgentState) -> list[Any]:
         """Retrieved passages worth opening, best first: cosine to the question decides (comparable across

@@ -233,7 +233,7 @@ async def run_search(ctx: ToolContext, args: SearchDocsArgs, *, node: str) -> tu
     try:
         async for try_ in AsyncRetrying(
             stop=stop_after_attempt(ctx.tool_retries + 1),
-            wait=wait_exponential_jitter(initial=ctx.retry_wait_s, max=2.0, jitter=ctx.retry_wait_s),
+            wait=wait_exponential_jitter(multiplier=ctx.retry_wait_s, max=2.0, jitter=ctx.retry_wait_s),
             retry=retry_if_exception(lambda e: isinstance(e, _Transient)),
             reraise=True,
         ):

@@ -1,0 +1,165 @@
+"""Quote mode (no model): the same graph with a deterministic policy — search, open the best passages, quote them."""
+
+from __future__ import annotations
+
+import asyncio
+import re
+
+import pytest
+from agent_support import ALICE, WORKER_QUESTION, cited_ids_are_sources, comparable
+
+from citewise.agent.grounding import MARKER_RE
+from citewise.errors import ValidationError
+from citewise.types import REFUSAL_TEXT, Answer, ExitReason, Status
+
+UNANSWERABLE = "What is the airspeed velocity of an unladen swallow?"
+
+
+def _quoted_sentences(answer: Answer) -> list[tuple[int, str]]:
+    """(citation number, sentence) for every sentence of a default-style quote answer."""
+    pairs = []
+    for match in re.finditer(r"(.+?)\s*\[(\d+)\]", answer.answer, re.S):
+        pairs.append((int(match.group(2)), " ".join(match.group(1).split())))
+    return pairs
+
+
+def test_answerable_question_is_answered_with_verbatim_cited_sentences(make_agent):
+    answer = make_agent().ask(WORKER_QUESTION)
+
+    assert answer.status == Status.SUCCESS
+    assert answer.exit_reason == ExitReason.COMPLETED
+    assert answer.mode == "extractive"
+    assert answer.citations and cited_ids_are_sources(answer)
+    assert "twelve threads" in answer.answer
+    # Every sentence is a verbatim span of the chunk its marker cites.
+    by_n = {c.n: c for c in answer.citations}
+    chunks = {c.chunk_id: c for c in answer.sources}
+    for n, sentence in _quoted_sentences(answer):
+        chunk_text = " ".join(chunks[by_n[n].chunk_id].text.split())
+        assert sentence.replace("` ", "`").replace(" `", "`") in chunk_text.replace("` ", "`").replace(" `", "`")
+    # The passages quoted were opened through the tool, not just retrieved.
+    opened = [e for e in answer.trace if e.type == "tool_call" and e.data["tool"] == "open_citation"]
+    assert opened
+    assert {c.chunk_id for c in answer.citations} <= {e.data["args"]["chunk_id"] for e in opened}
+    assert answer.determinism is not None
+
+
+def test_same_question_twice_gives_identical_answer_json(make_agent):
+    first = make_agent().ask(WORKER_QUESTION)
+    agent = make_agent()
+    second = agent.ask(WORKER_QUESTION)
+    third = agent.ask(WORKER_QUESTION)  # same instance: the retrieval cache must not change the answer
+    assert comparable(first) == comparable(second) == comparable(third)
+    assert first.determinism == second.determinism
+
+
+def test_unanswerable_question_is_refused(make_agent):
+    answer = make_agent().ask(UNANSWERABLE)
+    assert answer.status == Status.REFUSED
+    assert answer.answer == REFUSAL_TEXT
+    assert answer.citations == []
+    assert answer.exit_reason == ExitReason.COMPLETED
+    assert answer.refusal_reason in ("empty_retrieval", "weak_evidence")
+
+
+def test_refusal_uses_the_insufficiency_phrase_the_question_asks_for(make_agent):
+    answer = make_agent().ask(UNANSWERABLE + " If the docs don't say, say 'Insufficient documentation'.")
+    assert answer.status == Status.REFUSED
+    assert answer.answer.startswith("Insufficient documentation")
+    assert REFUSAL_TEXT in answer.answer
+
+
+def test_greeting_gets_a_welcome_without_retrieval(make_agent):
+    answer = make_agent().ask("  Hello!! ")
+    assert answer.status == Status.SUCCESS
+    assert answer.exit_reason == ExitReason.COMPLETED
+    assert answer.sources == [] and answer.citations == []
+    assert not any(e.type == "tool_call" for e in answer.trace)
+    assert "Ask me" in answer.answer
+
+
+@pytest.mark.parametrize("question", ["", "   \n\t"])
+def test_empty_input_ends_with_empty_input(make_agent, question):
+    answer = make_agent().ask(question)
+    assert answer.exit_reason == ExitReason.EMPTY_INPUT
+    assert answer.status == Status.ERROR
+    assert answer.sources == []
+    assert not any(e.type == "tool_call" for e in answer.trace)
+
+
+def test_request_validation_errors_raise(make_agent):
+    agent = make_agent(agent={"max_question_chars": 50})
+    with pytest.raises(ValidationError, match="limit is 50"):
+        agent.ask("x" * 51)
+    with pytest.raises(ValidationError, match="owner"):
+        agent.ask("worker threads", owner="no spaces allowed")
+    with pytest.raises(ValidationError, match="selected_text"):
+        agent.ask("worker threads", selected_text="   ")
+    with pytest.raises(ValidationError, match="style"):
+        agent.ask("worker threads", style="poem")
+    with pytest.raises(ValidationError, match="mode"):
+        agent.ask("worker threads", mode="telepathy")
+
+
+def test_structured_style(make_agent):
+    answer = make_agent().ask(WORKER_QUESTION, style="structured")
+    assert answer.status == Status.SUCCESS
+    assert answer.answer.startswith("## ")
+    assert "### Key Points" in answer.answer and "### Why It Matters" in answer.answer
+    assert MARKER_RE.search(answer.answer)
+
+
+def test_conflicting_dated_docs_are_reported_and_the_newest_rule_resolves_them(make_agent):
+    plain = make_agent().ask("What does lease_renewal_interval default to?")
+    conflict = next(c for c in plain.conflicting_info if c.subject == "lease_renewal_interval")
+    assert {v.value.split()[0] for v in conflict.values} == {"10", "20"}
+    assert conflict.resolved_value is None
+
+    newest = make_agent().ask(
+        "What does lease_renewal_interval default to? If sources disagree, use the newest dated document."
+    )
+    conflict = next(c for c in newest.conflicting_info if c.subject == "lease_renewal_interval")
+    assert conflict.resolved_value is not None and conflict.resolved_value.startswith("20")
+
+
+def test_owner_scoping(make_agent):
+    question = "Which command rotates the journal encryption key in the vault?"
+    public = make_agent().ask(question)
+    assert "kestrel-vault-7" not in public.answer
+    assert all(c.owner == "public" for c in public.sources)
+    alice = make_agent().ask(question, owner=ALICE)
+    assert "kestrel-vault-7" in alice.answer
+    assert any(c.owner == ALICE for c in alice.sources)
+    bob = make_agent().ask(question, owner="bob")
+    assert all(c.owner == "public" for c in bob.sources)
+
+
+def test_selected_text_only_searches_the_selection(make_agent):
+    selection = (
+        "Kestrel clusters elect a coordinator every 90 seconds. The coordinator assigns shards to nodes and "
+        "publishes the assignment to every member of the cluster."
+    )
+    answer = make_agent().ask("How often do Kestrel clusters elect a coordinator?", selected_text=selection)
+    assert answer.status == Status.SUCCESS
+    assert all(c.filename == "selected text" for c in answer.sources)
+    assert "90 seconds" in answer.answer
+
+
+def test_astream_events_ends_with_the_final_state_and_matches_ask(make_agent):
+    agent = make_agent()
+
+    async def collect():
+        return [event async for event in agent.astream_events(WORKER_QUESTION)]
+
+    events = asyncio.run(collect())
+    kinds = [e["event"] for e in events]
+    assert kinds[-1] == "on_chain_end"
+    output = events[-1]["data"]["output"]
+    streamed: Answer = output["answer"]
+    assert output["exit_reason"] == ExitReason.COMPLETED == streamed.exit_reason
+    assert comparable(streamed) == comparable(agent.ask(WORKER_QUESTION))
+    tools = [e["name"] for e in events if e["event"] == "on_tool_start"]
+    assert tools[0] == "search_docs" and "open_citation" in tools
+    traces = [e["data"] for e in events if e["event"] == "on_custom_event" and e["name"] == "trace"]
+    assert [t["type"] for t in traces] == [t.type for t in streamed.trace]
+    assert "on_chat_model_stream" not in kinds  # no model in quote mode
