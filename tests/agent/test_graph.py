@@ -5,6 +5,7 @@ To accept an intended change: CITEWISE_UPDATE_SNAPSHOTS=1 pytest tests/agent/tes
 
 from __future__ import annotations
 
+import itertools
 import os
 from pathlib import Path
 
@@ -26,7 +27,7 @@ def test_graph_has_the_documented_nodes_and_early_exits(make_agent):
                                 "__end__"}  # fmt: skip
     edges = {(e.source, e.target) for e in graph.edges}
     path = ["__start__", "guard", "analyze", "retrieve", "llm", "tools", "llm", "validate", "ground", "__end__"]
-    assert set(zip(path, path[1:], strict=False)) <= edges
+    assert set(itertools.pairwise(path)) <= edges
     for node in ("guard", "analyze", "retrieve", "llm", "tools", "validate"):
         assert (node, "__end__") in edges, f"{node} has no early exit"
     assert ("validate", "llm") in edges  # reprompt
