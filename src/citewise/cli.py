@@ -312,6 +312,10 @@ def eval_answers(
         bool,
         typer.Option("--rejection", help="With --rgb: index only the negative passages; every answer should refuse."),
     ] = False,
+    corpus: Annotated[
+        list[Path] | None,
+        typer.Option("--corpus", help="Also ingest this docs folder or file (repeatable).", show_default=False),
+    ] = None,
     mode: Annotated[str, typer.Option("--mode", help='Answerer: quote, local or "provider:model".')] = "quote",
     limit: Annotated[
         int | None, typer.Option("--limit", help="Ask only N questions, sampled with --seed.", show_default=False)
@@ -340,12 +344,13 @@ def eval_answers(
             raise CitewiseError("Give exactly one data set: --squad2 FILE, --jsonl FILE or --rgb FILE")
         if rejection and not rgb:
             raise CitewiseError("--rejection only applies to --rgb")
+        need = not corpus  # with a docs folder as the corpus, the file may bring questions only
         if squad2:
-            dataset = load_squad2(squad2)
+            dataset = load_squad2(squad2, require_passages=need)
         elif jsonl:
-            dataset = load_jsonl(jsonl)
+            dataset = load_jsonl(jsonl, require_passages=need)
         else:
-            dataset = load_rgb(rgb, rejection=rejection)
+            dataset = load_rgb(rgb, rejection=rejection, require_passages=need)
         with _progress(not as_json) as progress:
             report = evaluate_answers(
                 dataset,
@@ -353,6 +358,7 @@ def eval_answers(
                 mode=mode,
                 limit=limit,
                 seed=seed,
+                corpus_paths=corpus or (),
                 cache_dir=cache_dir,
                 details_path=details,
                 progress=progress,
@@ -373,7 +379,7 @@ def _print_answer_report(r: dict) -> None:
     refusal = r["refusal"]
     table = Table(
         title=f"{r['dataset']} ({r['format']}): {r['questions']} questions ({r['answerable']} answerable, "
-        f"{r['unanswerable']} unanswerable) over {r['corpus']} passages · mode {r['mode']}"
+        f"{r['unanswerable']} unanswerable) over {r['corpus']} documents · mode {r['mode']}"
     )
     table.add_column("figure")
     table.add_column("value", justify="right")

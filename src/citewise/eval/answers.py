@@ -1,7 +1,8 @@
 """Answer evaluation: index a QA data set's passages, ask every question through the agent, score the answers.
 
 `evaluate_answers` is what `citewise eval answers` runs. The passages are ingested through the normal pipeline
-(as in-memory plain-text documents, like `eval retrieval` does) into a home of their own — a temporary one, or,
+(as in-memory plain-text documents, like `eval retrieval` does), with any docs folders given as `corpus_paths`,
+into a home of their own — a temporary one, or,
 with `cache_dir`, one keyed by the corpus and the ingest settings, so a rerun on the same corpus skips the ingest
 (the pipeline finds every passage unchanged). Questions go through `citewise.agent.runner.Citewise`, exactly as a
 user's would, and `citewise.eval.metrics.score_answers` turns the answers into figures.
@@ -9,6 +10,7 @@ user's would, and `citewise.eval.metrics.score_answers` turns the answers into f
 
 from __future__ import annotations
 
+import hashlib
 import json
 import random
 import tempfile
@@ -81,6 +83,7 @@ def evaluate_answers(
     mode: str = "quote",
     limit: int | None = None,
     seed: int = 0,
+    corpus_paths: Sequence[Path] = (),
     cache_dir: Path | None = None,
     details_path: Path | None = None,
     progress: Progress | None = None,
@@ -108,18 +111,29 @@ def evaluate_answers(
     questions = sample_questions(dataset.questions, limit, seed)
 
     with ExitStack() as stack:
+        if not dataset.passages and not corpus_paths:
+            raise ConfigError(f"{dataset.name} has no passages: give a docs folder to index with --corpus")
         if cache_dir is None:
             home = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="citewise-eval-answers-")))
         else:
-            home = Path(cache_dir) / f"{dataset.corpus_hash}-{settings.ingest_fingerprint()}"
+            folders = json.dumps(sorted(str(Path(p).resolve()) for p in corpus_paths))
+            key = hashlib.sha256(f"{dataset.corpus_hash}{folders}".encode()).hexdigest()[:16]
+            home = Path(cache_dir) / f"{key}-{settings.ingest_fingerprint()}"
         run_settings = _eval_settings(answer_settings, home)
         kb = KnowledgeBase(run_settings, embedder=embedder)
+        ingestor = Ingestor(kb, progress=report_progress)
         started = time.perf_counter()
-        ingest = Ingestor(kb, progress=report_progress).ingest_documents(_document(p) for p in dataset.passages)
+        reports = []
+        if dataset.passages:
+            reports.append(ingestor.ingest_documents(_document(p) for p in dataset.passages))
+        if corpus_paths:
+            reports.append(ingestor.ingest_paths(list(corpus_paths), prune=True))
         ingest_s = time.perf_counter() - started
-        if ingest.failed:
-            first = ingest.failures[0]
-            raise ConfigError(f"{ingest.failed} passage(s) could not be indexed, e.g. {first.source}: {first.error}")
+        failures = [f for r in reports for f in r.failures]
+        if failures:
+            raise ConfigError(
+                f"{len(failures)} document(s) could not be indexed, e.g. {failures[0].source}: {failures[0].error}"
+            )
 
         chunk_counts = {r.doc_id: r.chunk_count for r in kb.registry.list()}
 
@@ -163,10 +177,10 @@ def evaluate_answers(
         "mode": "quote" if ask_mode == "quote" else answer_settings.llm,
         "seed": seed,
         "limit": limit,
-        "corpus": len(dataset.passages),
-        "chunks": ingest.chunks_total,
+        "corpus": len(chunk_counts),  # documents in the index: passages plus --corpus files
+        "chunks": sum(chunk_counts.values()),
         "ingest_s": round(ingest_s, 2),
-        "ingest_unchanged": ingest.unchanged,
+        "ingest_unchanged": sum(r.unchanged for r in reports),
         **score_answers(judged),
         "skipped": skipped,
     }

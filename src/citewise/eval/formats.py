@@ -12,7 +12,8 @@ against the whole corpus, never only against its own passage.
   negative passages (de-duplicated) form the corpus and every question is answerable; with `rejection=True` only
   the negative passages do, so the right behaviour for every question is to refuse.
 
-Malformed input raises `ConfigError` naming the file and, for line formats, the line.
+Malformed input raises `ConfigError` naming the file and, for line formats, the line. A file without passages is an
+error unless the caller indexes a docs folder as the corpus (`require_passages=False`).
 """
 
 from __future__ import annotations
@@ -112,15 +113,15 @@ def _require_text(row: dict, key: str, where: str) -> str:
     return value.strip()
 
 
-def _empty_check(dataset: AnswerDataset, path: Path) -> AnswerDataset:
+def _empty_check(dataset: AnswerDataset, path: Path, require_passages: bool) -> AnswerDataset:
     if not dataset.questions:
         raise ConfigError(f"{path} holds no questions")
-    if not dataset.passages:
-        raise ConfigError(f"{path} holds no passages to index (the corpus would be empty)")
+    if require_passages and not dataset.passages:
+        raise ConfigError(f"{path} holds no passages to index: add contexts, or give a docs folder with --corpus")
     return dataset
 
 
-def load_squad2(path: Path) -> AnswerDataset:
+def load_squad2(path: Path, *, require_passages: bool = True) -> AnswerDataset:
     """SQuAD v2: `{"data": [{"title", "paragraphs": [{"context", "qas": [{"id", "question", "answers":
     [{"text"}], "is_impossible"}]}]}]}`."""
     path = Path(path)
@@ -166,10 +167,10 @@ def load_squad2(path: Path) -> AnswerDataset:
                         passage_ids=(passage_id,),
                     )
                 )
-    return _empty_check(dataset, path)
+    return _empty_check(dataset, path, require_passages)
 
 
-def load_jsonl(path: Path) -> AnswerDataset:
+def load_jsonl(path: Path, *, require_passages: bool = True) -> AnswerDataset:
     """`{"question", "answers": [...] | [], "context"?: str | [str], "title"?, "id"?}` per line."""
     path = Path(path)
     dataset = AnswerDataset(path.stem, "jsonl")
@@ -191,10 +192,10 @@ def load_jsonl(path: Path) -> AnswerDataset:
             )
         )
     dataset.passages = list(corpus.passages.values())
-    return _empty_check(dataset, path)
+    return _empty_check(dataset, path, require_passages)
 
 
-def load_rgb(path: Path, *, rejection: bool = False) -> AnswerDataset:
+def load_rgb(path: Path, *, rejection: bool = False, require_passages: bool = True) -> AnswerDataset:
     """RGB (Chen et al., 2024) style: `{"id"?, "query", "answer", "positive": [...], "negative": [...]}` per line.
 
     `rejection=True` is RGB's negative-rejection test: only negative passages are indexed and every question is
@@ -222,4 +223,4 @@ def load_rgb(path: Path, *, rejection: bool = False) -> AnswerDataset:
             )
         )
     dataset.passages = list(corpus.passages.values())
-    return _empty_check(dataset, path)
+    return _empty_check(dataset, path, require_passages)
