@@ -168,7 +168,7 @@ class AssistantMessage {
 
     main.append(this.thinking, this.badge, this.body, this.notice, this.notes, this.citeWrap, this.meta, this.trace);
     this.root.append(avatar, main);
-    this.setState("thinking");
+    this.root.dataset.state = "thinking"; // announced with setState once the message is in the page
   }
 
   setState(name) {
@@ -232,6 +232,7 @@ class AssistantMessage {
       if (c.chapter) text.append(el("span", "cite-chapter", c.chapter.replaceAll(" > ", " › ")));
       btn.append(num, text);
       btn.setAttribute("aria-label", `Source ${c.n}: ${c.filename}${c.chapter ? `, ${c.chapter}` : ""}. Open passage`);
+      btn.title = [c.filename, c.chapter].filter(Boolean).join(" — ");
       li.append(btn);
       this.citeList.append(li);
     }
@@ -370,6 +371,7 @@ async function ask(question, selected = null) {
   const view = new AssistantMessage({ question, selected });
   views.set(view.root, view);
   els.messages.append(view.root);
+  view.setState("thinking");
   window.scrollTo({ top: document.body.scrollHeight });
   await runAnswer(view);
 }
@@ -425,6 +427,7 @@ async function runAnswer(view) {
           return;
         }
         const waitS = outcome.retryAfterS ?? 2 ** attempt;
+        emit(view.root, "retry", { attempt: attempt + 1, wait_s: waitS });
         await countdown(view, waitS, attempt + 1, controller.signal);
         view.reset();
         continue;

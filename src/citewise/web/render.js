@@ -41,7 +41,8 @@ function linkMarkers(root) {
     const frag = document.createDocumentFragment();
     let last = 0;
     for (const m of text.matchAll(MARKER)) {
-      if (m.index > last) frag.append(text.slice(last, m.index));
+      // A no-break space before the marker keeps it on the line of the sentence it cites.
+      if (m.index > last) frag.append(text.slice(last, m.index).replace(/ $/, "\u00a0"));
       const btn = document.createElement("button");
       btn.type = "button";
       btn.className = "cite-ref";
@@ -56,39 +57,122 @@ function linkMarkers(root) {
   }
 }
 
-export function renderMarkdown(el, text) {
-  el.innerHTML = DOMPurify.sanitize(marked.parse(text ?? ""), SANITIZE);
+// Wide tables scroll inside their box instead of widening the page on a phone.
+function wrapTables(el) {
   for (const table of el.querySelectorAll("table")) {
-    // Wide tables scroll inside the answer instead of widening the page on a phone.
     const wrap = document.createElement("div");
     wrap.className = "table-wrap";
     table.replaceWith(wrap);
     wrap.append(table);
   }
+}
+
+export function renderMarkdown(el, text) {
+  el.innerHTML = DOMPurify.sanitize(marked.parse(text ?? ""), SANITIZE);
+  wrapTables(el);
   linkMarkers(el);
 }
 
-// quote_spans are [start, end) offsets in Python str indices (code points); JS strings index UTF-16 units,
-// so the text is split into code points before slicing (an emoji before the span would otherwise shift it).
-export function renderPassage(el, text, spans) {
-  el.replaceChildren();
-  const points = Array.from(text);
-  const clean = (spans || [])
-    .map(([s, e]) => [Math.max(0, s), Math.min(points.length, e)])
-    .filter(([s, e]) => e > s)
-    .sort((a, b) => a[0] - b[0]);
+// Private-use characters mark the quoted spans in the chunk's markdown before it is rendered; afterwards every
+// text run between them is wrapped in <mark>, so a quote that crosses **bold** or `code` is still highlighted.
+const OPEN = "\uE000";
+const CLOSE = "\uE001";
+const BLOCK_MARKER = /^(#{1,6}[ \t]+|>[ \t]*|[-*+][ \t]+|\d{1,3}[.)][ \t]+)/;
+
+// quote_spans are [start, end) offsets in Python str indices (code points); JS strings index UTF-16 units, so the
+// text is split into code points before slicing (an emoji before the span would otherwise shift it).
+function cleanSpans(points, spans) {
+  const out = [];
+  for (const span of spans || []) {
+    let [s, e] = [Math.max(0, span[0]), Math.min(points.length, span[1])];
+    // A marker at the start of a line would stop "## Heading" or "- item" being one; one right after a line
+    // break would do the same to the next line. Keep both inside the text.
+    const lineStart = points.lastIndexOf("\n", s - 1) + 1;
+    if (!points.slice(lineStart, s).join("").trim()) {
+      const m = BLOCK_MARKER.exec(points.slice(s, s + 16).join(""));
+      if (m) s += m[0].length;
+    }
+    while (e > s && /\s/.test(points[e - 1])) e -= 1;
+    if (e > s) out.push([s, e]);
+  }
+  out.sort((a, b) => a[0] - b[0]);
+  const merged = [];
+  for (const span of out) {
+    const last = merged.at(-1);
+    if (last && span[0] <= last[1]) last[1] = Math.max(last[1], span[1]);
+    else merged.push(span);
+  }
+  return merged;
+}
+
+function wrapMarked(root) {
+  const walker = document.createTreeWalker(root, NodeFilter.SHOW_TEXT);
+  const nodes = [];
+  while (walker.nextNode()) nodes.push(walker.currentNode);
+  let inside = false;
+  let first = null;
+  for (const node of nodes) {
+    const parts = node.nodeValue.split(/([\uE000\uE001])/);
+    if (parts.length === 1 && !inside) continue;
+    const frag = document.createDocumentFragment();
+    for (const part of parts) {
+      if (part === OPEN) inside = true;
+      else if (part === CLOSE) inside = false;
+      else if (part && inside) {
+        const mark = document.createElement("mark");
+        mark.textContent = part;
+        frag.append(mark);
+        first ??= mark;
+      } else if (part) frag.append(part);
+    }
+    node.replaceWith(frag);
+  }
+  return first;
+}
+
+function renderPlain(el, points, spans) {
+  el.classList.remove("markdown");
+  el.classList.add("plain");
   let pos = 0;
   let first = null;
-  for (const [s, e] of clean) {
-    const start = Math.max(s, pos);
-    if (start >= e) continue;
-    if (start > pos) el.append(points.slice(pos, start).join(""));
+  for (const [s, e] of spans) {
+    if (s > pos) el.append(points.slice(pos, s).join(""));
     const mark = document.createElement("mark");
-    mark.textContent = points.slice(start, e).join("");
+    mark.textContent = points.slice(s, e).join("");
     el.append(mark);
     first ??= mark;
     pos = e;
   }
   if (pos < points.length) el.append(points.slice(pos).join(""));
   return first;
+}
+
+// Renders a chunk (markdown source) with its quoted spans highlighted; returns the first <mark>, if any.
+export function renderPassage(el, text, spans) {
+  el.replaceChildren();
+  const points = Array.from(text.replace(/[\uE000\uE001]/g, ""));
+  const clean = cleanSpans(points, spans);
+  let marked_ = "";
+  let pos = 0;
+  for (const [s, e] of clean) {
+    marked_ += points.slice(pos, s).join("") + OPEN + points.slice(s, e).join("") + CLOSE;
+    pos = e;
+  }
+  marked_ += points.slice(pos).join("");
+
+  const holder = document.createElement("div");
+  holder.innerHTML = DOMPurify.sanitize(marked.parse(marked_), SANITIZE);
+  const rendered = holder.textContent;
+  const opens = rendered.split(OPEN).length - 1;
+  const closes = rendered.split(CLOSE).length - 1;
+  if (opens !== clean.length || closes !== clean.length) {
+    // A marker ended up somewhere markdown doesn't keep as text (a link target, an HTML attribute): show the
+    // source as plain text instead, where the offsets are exact.
+    return renderPlain(el, points, clean);
+  }
+  el.classList.remove("plain");
+  el.classList.add("markdown");
+  el.append(...holder.childNodes);
+  wrapTables(el);
+  return wrapMarked(el);
 }

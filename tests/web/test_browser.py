@@ -1,0 +1,353 @@
+"""The web chat in a real browser: Debian's headless Chromium, driven by Playwright, against a real uvicorn server
+answering in quote mode from the ingested fixture corpus.
+
+Nothing is faked: the page streams from /api/agent/stream exactly as a user's browser would. The page reports what
+it did through `citewise:*` DOM events (state changes, each token with the answer's rendered length, complete), which
+an init script records, so "tokens arrived before the answer completed" is checked from the page's own DOM, not timed.
+"""
+
+from __future__ import annotations
+
+import shutil
+import socket
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import uvicorn
+
+from citewise.index.knowledge_base import KnowledgeBase
+from citewise.ingest.pipeline import Ingestor
+from citewise.server import create_app
+from citewise.settings import ServerSettings, Settings
+from citewise.types import REFUSAL_TEXT
+
+pytestmark = pytest.mark.slow
+
+CHROMIUM = Path("/usr/bin/chromium")
+CHROMIUM_ARGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-component-update",
+    "--disable-sync",
+]
+SCREENSHOTS = Path(__file__).resolve().parents[2] / "bench" / "results" / "screenshots"
+CORPUS = Path(__file__).resolve().parents[1] / "fixtures" / "corpus"
+
+ANSWERABLE = "What port does the Orbitron daemon listen on by default?"
+UNANSWERABLE = "What is the recommended recipe for sourdough bread with rye flour?"
+
+# Runs before the page's scripts: collects the page's own progress events in order.
+RECORDER = """
+window.__cw = [];
+for (const name of ["state", "token", "complete", "passage", "retry"]) {
+  document.addEventListener("citewise:" + name, (e) => window.__cw.push({ name, ...e.detail }));
+}
+"""
+
+if not CHROMIUM.exists():  # CI installs it (apt-get install chromium); say why instead of failing obscurely
+    pytest.skip("Debian Chromium is not installed at /usr/bin/chromium", allow_module_level=True)
+
+sync_api = pytest.importorskip("playwright.sync_api")
+
+
+class LiveServer:
+    """uvicorn on a free loopback port, in a background thread."""
+
+    def __init__(self, app) -> None:
+        self.sock = socket.socket()
+        self.sock.bind(("127.0.0.1", 0))
+        self.url = f"http://127.0.0.1:{self.sock.getsockname()[1]}"
+        self.server = uvicorn.Server(uvicorn.Config(app, log_level="warning", lifespan="on"))
+        self.thread = threading.Thread(
+            target=self.server.run, kwargs={"sockets": [self.sock]}, name="uvicorn-web", daemon=True
+        )
+
+    def __enter__(self) -> LiveServer:
+        self.thread.start()
+        deadline = time.monotonic() + 60
+        while not self.server.started:
+            if not self.thread.is_alive() or time.monotonic() > deadline:
+                raise RuntimeError("uvicorn did not start")
+            time.sleep(0.05)
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.server.should_exit = True
+        self.thread.join(timeout=30)
+        self.sock.close()
+
+
+def quiet_settings(home: Path, **updates) -> Settings:
+    # Unlimited rate (every request comes from 127.0.0.1) and no question log in the temp home.
+    return Settings(
+        home=home, llm="extractive", server=ServerSettings(rate_limit_per_minute=0, log_questions=False), **updates
+    )
+
+
+@pytest.fixture(scope="module")
+def indexed(tmp_path_factory, embedder) -> KnowledgeBase:
+    """The fixture corpus ingested once for every server in this module."""
+    kb = KnowledgeBase(quiet_settings(tmp_path_factory.mktemp("web") / "home"), embedder=embedder)
+    corpus = tmp_path_factory.mktemp("web-corpus") / "corpus"
+    shutil.copytree(CORPUS, corpus)
+    Ingestor(kb).ingest_paths([corpus])
+    assert kb.store.count() > 0
+    return kb
+
+
+@pytest.fixture(scope="module")
+def server(indexed) -> Iterator[LiveServer]:
+    """Quote mode: answers are verbatim sentences from the corpus, no model."""
+    from citewise.agent.runner import Citewise
+
+    settings = indexed.settings
+    with LiveServer(create_app(settings, citewise=Citewise(settings, kb=indexed))) as live:
+        yield live
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[object]:
+    with sync_api.sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
+        yield browser
+        browser.close()
+
+
+def open_page(browser, server, *, width: int = 1280, height: int = 860):
+    page = browser.new_page(viewport={"width": width, "height": height})
+    errors: list[str] = []
+    page.on("pageerror", lambda exc: errors.append(str(exc)))
+    page.on("console", lambda msg: errors.append(msg.text) if msg.type == "error" else None)
+    page.add_init_script(RECORDER)
+    page.goto(server.url + "/")
+    page.wait_for_selector("body[data-ready='1']")
+    page.errors = errors
+    return page
+
+
+def ask(page, question: str) -> None:
+    page.fill("#question", question)
+    page.press("#question", "Enter")
+
+
+def last_answer(page, states: str = "done, refused, error"):
+    selector = ", ".join(f"article.msg-assistant[data-state='{s.strip()}']" for s in states.split(","))
+    page.wait_for_selector(selector, timeout=120_000)
+    return page.locator("article.msg-assistant").last
+
+
+def recorded(page) -> list[dict]:
+    return page.evaluate("window.__cw")
+
+
+def test_answer_streams_with_citations_and_opens_the_quoted_passage(browser, server):
+    page = open_page(browser, server)
+    requests: list[dict] = []
+    page.on("request", lambda r: requests.append(r.post_data_json) if r.url.endswith("/api/agent/stream") else None)
+
+    # Shift+Enter is a new line, not a send.
+    page.fill("#question", "first line")
+    page.press("#question", "Shift+Enter")
+    assert page.input_value("#question") == "first line\n"
+    assert page.locator("article.msg-assistant").count() == 0
+
+    ask(page, ANSWERABLE)
+    answer = last_answer(page, "done")
+    events = recorded(page)
+
+    # Thinking first, then tokens that grew the rendered answer, then exactly one completion.
+    names = [e["name"] for e in events]
+    assert names[0] == "state" and events[0]["state"] == "thinking"
+    assert names.count("complete") == 1
+    before_complete = [e for e in events[: names.index("complete")] if e["name"] == "token"]
+    assert len(before_complete) >= 2, f"expected several token events before complete, got {events}"
+    lengths = [e["chars"] for e in before_complete]
+    assert lengths == sorted(lengths) and lengths[-1] > lengths[0] > 0
+    streaming = [e for e in events if e["name"] == "state" and e["state"] == "streaming"]
+    assert streaming, "the answer never entered the streaming state"
+
+    text = answer.locator(".answer").inner_text()
+    assert "7433" in text
+    assert answer.locator(".thinking").is_hidden()
+    assert answer.locator(".badge").is_hidden()  # not a refusal
+    citations = answer.locator("button.cite")
+    assert citations.count() >= 1
+    assert answer.locator(".answer button.cite-ref").count() >= 1  # inline [n] markers are buttons too
+    assert requests and requests[0]["question"] == ANSWERABLE
+
+    # Open the first citation: the passage panel shows the chunk with the quoted span highlighted.
+    first = citations.first
+    first.click()
+    passage = page.locator("#passage")
+    passage.wait_for(state="visible")
+    page.wait_for_selector("#passage-body mark")
+    marks = page.locator("#passage-body mark")
+    assert marks.count() >= 1
+    assert "7433" in " ".join(marks.all_inner_texts())
+    body = page.locator("#passage-body").inner_text()
+    assert marks.first.inner_text() in body and len(body) > len(marks.first.inner_text())
+    assert page.locator("#passage-title").inner_text().endswith((".md", ".mdx", ".html", ".rst", ".pdf", ".txt"))
+
+    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+    page.screenshot(path=str(SCREENSHOTS / "chat.png"))
+
+    # Escape closes the panel and gives focus back to the citation that opened it.
+    page.keyboard.press("Escape")
+    passage.wait_for(state="hidden")
+    assert page.evaluate("document.activeElement.classList.contains('cite')")
+
+    # The trace toggle reveals the run's steps.
+    assert answer.locator("details.trace").is_hidden()
+    page.click("#trace-toggle")
+    assert page.get_attribute("#trace-toggle", "aria-pressed") == "true"
+    assert answer.locator("details.trace").is_visible()
+    assert answer.locator(".trace-item").count() >= 1
+
+    # A second question continues the same session.
+    session_id = answer.get_attribute("data-session-id")
+    assert session_id
+    ask(page, "Which flag keeps finished jobs for seven days?")
+    page.wait_for_function(
+        "document.querySelectorAll('article.msg-assistant[data-state=done], "
+        "article.msg-assistant[data-state=refused]').length === 2",
+        timeout=120_000,
+    )
+    assert len(requests) == 2
+    assert "session_id" not in requests[0]
+    assert requests[1]["session_id"] == session_id
+    assert page.errors == []
+    page.close()
+
+
+def test_selected_text_is_sent_with_the_next_question(browser, server):
+    page = open_page(browser, server)
+    requests: list[dict] = []
+    page.on("request", lambda r: requests.append(r.post_data_json) if r.url.endswith("/api/agent/stream") else None)
+    ask(page, ANSWERABLE)
+    answer = last_answer(page, "done")
+
+    # Select the answer's first paragraph as a user would (drag), then use the button that appears.
+    paragraph = answer.locator(".answer p").first
+    box = paragraph.bounding_box()
+    page.mouse.move(box["x"] + 2, box["y"] + 4)
+    page.mouse.down()
+    page.mouse.move(box["x"] + box["width"] - 2, box["y"] + box["height"] - 4, steps=8)
+    page.mouse.up()
+    button = page.locator("#ask-selection")
+    button.wait_for(state="visible")
+    selected = page.evaluate("window.getSelection().toString().trim()")
+    assert selected
+    button.click()
+    assert page.locator("#selection-chip").is_visible()
+    assert page.evaluate("document.activeElement.id") == "question"
+
+    ask(page, "Explain this")
+    page.wait_for_function(
+        "document.querySelectorAll('article.msg-assistant[data-state=done], "
+        "article.msg-assistant[data-state=refused]').length === 2",
+        timeout=120_000,
+    )
+    assert requests[1]["selected_text"] == selected
+    assert requests[1]["question"] == "Explain this"
+    assert page.locator("#selection-chip").is_hidden()
+    # The user's bubble shows what was asked about.
+    assert page.locator("article.msg-user").last.locator(".msg-selection").is_visible()
+    assert page.errors == []
+    page.close()
+
+
+def test_unanswerable_question_is_an_honest_answer_not_an_error(browser, server):
+    page = open_page(browser, server)
+    ask(page, UNANSWERABLE)
+    answer = last_answer(page)
+    assert answer.get_attribute("data-state") == "refused"
+    assert REFUSAL_TEXT in answer.locator(".answer").inner_text()
+    assert answer.locator(".badge").is_visible()
+    # A refusal is not an error: no error notice, no retry button.
+    assert answer.locator(".notice").is_hidden()
+    assert answer.locator("button.cite").count() == 0
+    assert page.errors == []
+    page.close()
+
+
+def test_phone_width_has_no_horizontal_overflow(browser, server):
+    page = open_page(browser, server, width=375, height=740)
+    ask(page, ANSWERABLE)
+    last_answer(page, "done").locator("button.cite").first.click()
+    page.wait_for_selector("#passage-body mark")
+    widths = page.evaluate(
+        """() => ({
+            doc: document.documentElement.scrollWidth,
+            body: document.body.scrollWidth,
+            passage: document.getElementById('passage').getBoundingClientRect().width,
+            viewport: window.innerWidth,
+        })"""
+    )
+    assert widths["viewport"] == 375
+    assert widths["doc"] <= 375 and widths["body"] <= 375, widths
+    assert widths["passage"] <= 375, widths
+    # The composer stays usable: its send button is inside the viewport.
+    page.keyboard.press("Escape")
+    send = page.locator("#send").bounding_box()
+    assert send["x"] + send["width"] <= 375
+    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+    page.screenshot(path=str(SCREENSHOTS / "chat-phone.png"))
+    assert page.errors == []
+    page.close()
+
+
+@pytest.fixture
+def scripted_server(indexed, tmp_path) -> Iterator[LiveServer]:
+    """Agent mode with the scripted chat model: the first model call is rate limited, the retry's plan call gets an
+    empty reply (default plan), and the tiny context budget then ends the run MAX_CONTEXT_REACHED (the mandatory
+    search alone returns more text than 1000 characters)."""
+    from citewise.agent.runner import Citewise
+    from citewise.errors import RateLimited
+    from citewise.llm.testing import ScriptedChatModel
+    from citewise.settings import AgentSettings, GenerationSettings
+
+    settings = quiet_settings(
+        tmp_path / "home",
+        agent=AgentSettings(max_context_chars=1000),
+        generation=GenerationSettings(llm_retries=0, llm_retry_wait_s=0, cache=False),
+    )
+    model = ScriptedChatModel([RateLimited("429 Too Many Requests"), ""])
+    with LiveServer(create_app(settings, citewise=Citewise(settings, kb=indexed, chat_model=model))) as live:
+        yield live
+
+
+def test_rate_limit_is_retried_and_a_full_context_offers_start_over(browser, scripted_server):
+    page = open_page(browser, scripted_server)
+    requests: list[dict] = []
+    page.on("request", lambda r: requests.append(r.post_data_json) if r.url.endswith("/api/agent/stream") else None)
+
+    # Choose the agent answerer in the settings dialog (kept in localStorage).
+    page.click("#settings-open")
+    page.select_option("#mode", "agent")
+    page.click("#settings-save")
+    assert page.evaluate("JSON.parse(localStorage.getItem('citewise.settings')).mode") == "agent"
+
+    ask(page, ANSWERABLE)
+    answer = last_answer(page, "error")
+    events = recorded(page)
+    retries = [e for e in events if e["name"] == "retry"]
+    assert retries == [{"name": "retry", "attempt": 1, "wait_s": 1}]
+    assert len(requests) == 2 and all(r["mode"] == "agent" for r in requests)
+    assert [e["exit_reason"] for e in events if e["name"] == "complete"] == ["MAX_CONTEXT_REACHED"]
+
+    notice = answer.locator(".notice")
+    assert notice.is_visible() and "start over" in notice.inner_text().lower()
+    start_over = notice.get_by_role("button", name="Start over")
+    start_over.click()
+    assert page.locator("article.msg").count() == 0
+    assert page.locator("#welcome").is_visible()
+    assert page.evaluate("document.activeElement.id") == "question"
+    assert page.errors == []
+    page.close()
