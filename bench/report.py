@@ -245,9 +245,193 @@ def findings_section(retrievals: dict[str, dict | None], latency: dict | None) -
     return ["## Findings", "", *lines, ""] if lines else []
 
 
+# -- issue 5: answers on ClapNQ, and the peers side by side ------------------------------------------------------
+TARGET_PEER_SPEEDUP = 1.5
+PEERS = {"langchain": "LangChain + Chroma", "llamaindex": "LlamaIndex"}
+
+
+def _fig(value: float | None, digits: int = 4) -> str:
+    return "–" if value is None else f"{value:.{digits}f}"
+
+
+def answers_section(r: dict | None) -> list[str]:
+    lines = ["## Answers: ClapNQ dev in quote mode", ""]
+    if r is None:
+        return lines + _missing("clapnq_answers.py")
+    refusal = r["refusal"]
+    reasons = ", ".join(f"{name} {count}" for name, count in r["exit_reasons"].items())
+    return [
+        *lines,
+        f"`{r['command']}` (`bench/clapnq_answers.py` converts the annotated ClapNQ dev files to that JSONL): "
+        f"{r['questions']} questions ({r['answerable']} answerable, {r['unanswerable']} unanswerable, whose passage is "
+        f"a near miss) over all {r['corpus']} passages ({r['chunks']} chunks), every question asked against the whole "
+        "corpus. Quote mode answers with verbatim sentences and refuses when the evidence is weak; no language model.",
+        "",
+        "| Figure | Value |",
+        "|---|---:|",
+        f"| Refusal precision | {_fig(refusal['precision'])} |",
+        f"| Refusal recall | {_fig(refusal['recall'])} |",
+        f"| Refusal F1 | {_fig(refusal['f1'])} |",
+        f"| Refused: unanswerable (tp) / answerable (fp) | {refusal['tp']} / {refusal['fp']} |",
+        f"| Answered: unanswerable (fn) / answerable (tn) | {refusal['fn']} / {refusal['tn']} |",
+        f"| Token F1 (answerable) | {_fig(r['token_f1'])} |",
+        f"| Token F1 (answerable and answered) | {_fig(r['token_f1_answered'])} |",
+        f"| Answer recall (gold answer contained) | {_fig(r['answer_recall'])} |",
+        f"| Citation validity | {_fig(r['citation_validity'])} ({r['citations']} citations) |",
+        f"| Citation support (a cited chunk contains a gold answer) | {_fig(r['citation_support'])} |",
+        f"| Own-passage citation (answerable) | {_fig(r['context_citation'])} |",
+        f"| Latency p50 / p95 | {r['latency_p50_ms']:.0f} / {r['latency_p95_ms']:.0f} ms |",
+        f"| Exit reasons | {reasons} |",
+        "",
+        "ClapNQ's gold answers are long-form sentences written by annotators, so they almost never occur verbatim in "
+        "an answer or a passage: answer recall and citation support are near zero by construction; token F1 and "
+        "own-passage citation are the informative answer figures here.",
+        "",
+    ]
+
+
+def _peer_targets(r: dict) -> list[tuple[str, str, bool | None]]:
+    systems, ratios = r["systems"], r["ratios"]
+    cw = systems.get("citewise")
+    if not cw:
+        return []
+    rows = []
+    speedups = {p: ratios[p]["ingest_speedup"] for p in PEERS if p in ratios}
+    if speedups:
+        text = ", ".join(f"{PEERS[p]} {systems[p]['first_ingest_s']:.1f} s → {s:.2f}×" for p, s in speedups.items())
+        rows.append(
+            (
+                f"First ingest ≥ 1.5× faster than both peers (Citewise {cw['first_ingest_s']:.1f} s)",
+                text,
+                all(s is not None and s >= TARGET_PEER_SPEEDUP for s in speedups.values()),
+            )
+        )
+    share = cw["reingest_s"] / cw["first_ingest_s"] if cw["first_ingest_s"] else None
+    percent = _fig(None if share is None else 100 * share, 2)
+    rows.append(
+        (
+            "Citewise re-ingest of the unchanged corpus ≤ 5% of its first ingest",
+            f"{cw['reingest_s']:.3f} s vs {cw['first_ingest_s']:.1f} s = {percent}%",
+            share is not None and share <= TARGET_REINGEST_RATIO,
+        )
+    )
+    for name in ("somnia", "clapnq"):
+        peers = [p for p in PEERS if p in systems]
+        if not peers:
+            continue
+        ours = cw["quality"][name]["ndcg@10"]
+        text = f"Citewise {ours:.4f}; " + ", ".join(
+            f"{PEERS[p]} {systems[p]['quality'][name]['ndcg@10']:.4f}" for p in peers
+        )
+        ok = all(ours >= systems[p]["quality"][name]["ndcg@10"] for p in peers)
+        rows.append((f"nDCG@10 ≥ both peers ({SET_NAMES[name]})", text, ok))
+    return rows
+
+
+def peers_targets_section(r: dict | None) -> list[str]:
+    lines = ["## Targets (from issue 5: Citewise vs LangChain and LlamaIndex)", ""]
+    if r is None:
+        return lines + _missing("bench_peers.py")
+    lines += ["| Target | Measured | Status |", "|---|---|---|"]
+    lines += [f"| {t} | {m} | {_mark(ok)} |" for t, m, ok in _peer_targets(r)]
+    return [*lines, ""]
+
+
+def peers_section(r: dict | None) -> list[str]:
+    lines = ["## Side by side: Citewise, LangChain + Chroma, LlamaIndex", ""]
+    if r is None:
+        return lines + _missing("bench_peers.py")
+    systems, ratios, setup = r["systems"], r["ratios"], r["setup"]
+    names = list(systems)
+    label = {"citewise": "Citewise", **PEERS}
+    loads = ", ".join(
+        f"{label[n]} {s['load_average_before']:.1f} → {s['load_average_after']:.1f}" for n, s in systems.items()
+    )
+    versions = ", ".join(f"{k} {v}" for k, v in sorted(setup.get("peer_versions", {}).items()))
+    lines += [
+        f"`bench/bench_peers.py`, one subprocess per system, same machine, same run. Corpus: {setup['docs']}; "
+        f"queries: {setup['queries']}; model: {setup['model']}. Chunking: "
+        + "; ".join(f"{label[n]} {c}" for n, c in setup["chunking"].items())
+        + ". Stores: "
+        + "; ".join(f"{label[n]} {c}" for n, c in setup["stores"].items())
+        + f". Peers' versions: {versions}. Load average (1 min) before → after each system: {loads} — this "
+        "2-core machine is shared, so absolute times are context only; ratios from one run are the figures.",
+        "",
+        "| | " + " | ".join(label[n] for n in names) + " |",
+        "|---|" + "---:|" * len(names),
+    ]
+
+    def row(title: str, value, fmt: str = "{:.2f}") -> str:
+        return f"| {title} | " + " | ".join(fmt.format(value(systems[n])) for n in names) + " |"
+
+    lines += [
+        row("Chunks (Somnia docs)", lambda s: s["chunks"], "{:d}"),
+        row("Model load (not in ingest)", lambda s: s["model_load_s"], "{:.1f} s"),
+        row("First ingest", lambda s: s["first_ingest_s"], "{:.1f} s"),
+        row("Unchanged re-ingest", lambda s: s["reingest_s"], "{:.3f} s"),
+        row("Chunks re-embedded on re-ingest", lambda s: s["reingest_reembedded"], "{:d}"),
+        row("Query p50 (top 5)", lambda s: s["query_latency"]["p50_ms"], "{:.1f} ms"),
+        row("Query p95 (top 5)", lambda s: s["query_latency"]["p95_ms"], "{:.1f} ms"),
+        row("Peak RSS", lambda s: s["peak_rss_mb"], "{:.0f} MB"),
+    ]
+    for name in ("somnia", "clapnq"):
+        for metric in ("ndcg@10", "recall@10", "hit@5"):
+            lines.append(row(f"{metric} ({SET_NAMES[name]})", lambda s, n=name, m=metric: s["quality"][n][m], "{:.4f}"))
+    if ratios:
+        peers = list(ratios)
+        lines += [
+            "",
+            "Ratios Citewise / peer (same run; below 1 means Citewise is lower: better for times and memory, worse "
+            "for quality):",
+            "",
+            "| Ratio | " + " | ".join(PEERS[p] for p in peers) + " |",
+            "|---|" + "---:|" * len(peers),
+        ]
+        for key, title in (
+            ("first_ingest", "First ingest time"),
+            ("reingest", "Unchanged re-ingest time"),
+            ("query_p50", "Query p50"),
+            ("query_p95", "Query p95"),
+            ("peak_rss", "Peak RSS"),
+            ("ndcg@10_somnia", "nDCG@10, Somnia"),
+            ("recall@10_somnia", "Recall@10, Somnia"),
+            ("hit@5_somnia", "Hit rate@5, Somnia"),
+            ("ndcg@10_clapnq", "nDCG@10, ClapNQ"),
+            ("recall@10_clapnq", "Recall@10, ClapNQ"),
+            ("hit@5_clapnq", "Hit rate@5, ClapNQ"),
+        ):
+            lines.append(f"| {title} | " + " | ".join(_fig(ratios[p][key], 3) for p in peers) + " |")
+    charts = [
+        ("peers_ingest", "first ingest"),
+        ("peers_reingest", "re-ingest"),
+        ("peers_query_p50", "query p50"),
+        ("peers_query_p95", "query p95"),
+        ("peers_memory", "peak memory"),
+        ("peers_ndcg_somnia", "nDCG@10 Somnia"),
+        ("peers_ndcg_clapnq", "nDCG@10 ClapNQ"),
+        ("peers_recall_somnia", "Recall@10 Somnia"),
+        ("peers_recall_clapnq", "Recall@10 ClapNQ"),
+        ("peers_hit_somnia", "hit rate@5 Somnia"),
+    ]
+    links = " · ".join(f"[{title}](bench/results/{stem}.png)" for stem, title in charts)
+    lines += [
+        "",
+        f"Charts (PNG, written by `bench/plots.py`; not committed, regenerate with `make bench`): {links}.",
+        "",
+        "Notes: each system runs its own incremental path for the first ingest and the unchanged re-run (Citewise's "
+        "ingest pipeline; LangChain `index()` with a record manager; LlamaIndex `IngestionPipeline` with a docstore), "
+        "so a re-run skips unchanged documents in all three. Citewise's queries are hybrid (embedding + BM25, fused), "
+        "its default; the peers' are pure vector search. Citewise runs the model on ONNX Runtime, the peers on "
+        "torch, which is most of the memory difference.",
+        "",
+    ]
+    return lines
+
+
 def main() -> None:
     retrievals = {name: _load(f"retrieval_{name}") for name in SET_NAMES}
     ingest, latency = _load("ingest"), _load("latency")
+    peers, answers = _load("peers"), _load("answers_clapnq")
     lines = [
         "# Benchmarks",
         "",
@@ -255,12 +439,14 @@ def main() -> None:
         "These are measurements, not tests: nothing here is asserted in CI.",
         "",
         *targets_section(retrievals, ingest, latency),
+        *peers_targets_section(peers),
         *findings_section(retrievals, latency),
         *machine_section([*retrievals.values(), ingest, latency]),
     ]
     for name, retrieval in retrievals.items():
         lines += [*retrieval_section(name, retrieval), *fusion_section(name, _load(f"fusion_{name}"))]
     lines += [*ingest_section(ingest), *latency_section(latency)]
+    lines += [*peers_section(peers), *answers_section(answers)]
     path = ROOT / "BENCHMARKS.md"
     path.write_text("\n".join(lines).rstrip() + "\n")
     print(f"wrote {path}")
