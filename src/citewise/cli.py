@@ -423,12 +423,11 @@ def gaps(
             print(json.dumps(report))
             return 0
         if not report["groups"]:
-            out.print(
-                f"No unanswered questions in {report['log']} ({report['questions']} logged"
-                + (f", {report['gaps']} below --min-count" if report["gaps"] else "")
-                + ").",
-                highlight=False,
-            )
+            if report["gaps"]:
+                message = f"No group of unanswered questions was asked {min_count} times or more"
+            else:
+                message = "No unanswered questions"
+            out.print(f"{message} ({report['log']}: {report['questions']} logged).", highlight=False)
             return 0
         table = Table(title=f"Docs gaps: {report['gaps']} of {report['questions']} logged questions")
         for column, justify in (
