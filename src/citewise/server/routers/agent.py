@@ -12,9 +12,10 @@ import asyncio
 import logging
 import re
 from collections.abc import AsyncIterator
-from typing import Any
+from dataclasses import dataclass
+from typing import Annotated, Any
 
-from fastapi import APIRouter
+from fastapi import APIRouter, Depends
 from fastapi.sse import EventSourceResponse, ServerSentEvent
 
 from citewise.errors import RateLimited
@@ -54,23 +55,39 @@ async def run(body: AgentRequest, caller: CallerDep, state: StateDep) -> dict[st
     return answer_json(answer, session_id=session_id, include_trace=body.return_trace)
 
 
+@dataclass
+class _PreparedRun:
+    agent: Any
+    question: str
+    options: dict[str, Any]
+    session_id: str
+    return_trace: bool
+
+
+async def _prepare_stream(body: AgentRequest, caller: CallerDep, state: StateDep) -> _PreparedRun:
+    """Validate before the first byte (a dependency runs before the response starts; the generator doesn't): a bad
+    request gets its 4xx, not a 200 stream that ends in an error event."""
+    session_id, thread_id = agent_session_id(caller, body.session_id)
+    agent = await state.agent()
+    options = run_options(body, caller.owner, thread_id)
+    agent.prepare(body.question, **options)
+    return _PreparedRun(agent, body.question, options, session_id, body.return_trace)
+
+
 @router.post(
     "/stream",
     response_class=EventSourceResponse,
     summary="Ask a question; streams trace, token and citation events, then one complete or error event",
 )
-async def stream(body: AgentRequest, caller: CallerDep, state: StateDep) -> AsyncIterator[ServerSentEvent]:
-    session_id, thread_id = agent_session_id(caller, body.session_id)
-    agent = await state.agent()
-    options = run_options(body, caller.owner, thread_id)
-    # Validate before the first byte: a bad request gets its 4xx, not a 200 stream that ends in an error event.
-    agent.prepare(body.question, **options)
-
+async def stream(
+    run: Annotated[_PreparedRun, Depends(_prepare_stream)], state: StateDep
+) -> AsyncIterator[ServerSentEvent]:
+    agent, session_id = run.agent, run.session_id
     events: asyncio.Queue[tuple[str, Any]] = asyncio.Queue()
 
     async def produce() -> None:
         try:
-            async for event in agent.astream_events(body.question, **options):
+            async for event in agent.astream_events(run.question, **run.options):
                 await events.put(("event", event))
         except Exception as exc:
             await events.put(("error", exc))
@@ -108,7 +125,7 @@ async def stream(body: AgentRequest, caller: CallerDep, state: StateDep) -> Asyn
         for citation in answer.citations:
             yield ServerSentEvent(event="citation", data=citation.model_dump(mode="json"))
         yield ServerSentEvent(
-            event="complete", data=answer_json(answer, session_id=session_id, include_trace=body.return_trace)
+            event="complete", data=answer_json(answer, session_id=session_id, include_trace=run.return_trace)
         )
     finally:
         if not ended:  # the client went away (or the server is stopping): stop the run
