@@ -12,9 +12,9 @@ from typing import Any
 import httpx
 from httpx_sse import ServerSentEvent, connect_sse
 from pydantic import PrivateAttr
+from tests.server.conftest import PLAN, WORKER_ANSWER, WORKER_QUESTION
 
 from citewise.llm.testing import ScriptedChatModel
-from tests.server.conftest import PLAN, WORKER_ANSWER, WORKER_QUESTION
 
 TERMINAL = {"complete", "error"}
 
@@ -100,10 +100,11 @@ def test_llm_failure_ends_with_complete_carrying_the_exit_reason(agent_app, live
 
 
 def test_a_run_that_raises_ends_with_one_error_event(agent_app, live_server, tmp_path, embedder):
+    from tests.conftest import CORPUS
+
     from citewise.index.knowledge_base import KnowledgeBase
     from citewise.ingest.pipeline import Ingestor
     from citewise.settings import Settings
-    from tests.conftest import CORPUS
 
     home = tmp_path / "home"
     Ingestor(KnowledgeBase(Settings(home=home), embedder=embedder)).ingest_paths([CORPUS / "guide"])
