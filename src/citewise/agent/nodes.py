@@ -26,6 +26,9 @@ from langchain_core.messages import AIMessage, AnyMessage, BaseMessage, HumanMes
 from langchain_core.runnables import RunnableConfig
 
 from citewise.agent import prompts
+from citewise.agent.constraints import Constraints, analyze_constraints
+from citewise.agent.grounding import determinism, find_conflicts, strip_rag_metadata
+from citewise.agent.grounding import ground as ground_text
 from citewise.agent.limits import EXIT_REASONS, WELCOME_MESSAGE, Limits
 from citewise.agent.planner import default_plan, parse_plan
 from citewise.agent.state import AgentState
@@ -39,7 +42,10 @@ from citewise.agent.tools import (
     call_key,
     validate_call,
 )
+from citewise.agent.validator import validate_answer
 from citewise.errors import ProviderError, RateLimited, ValidationError
+from citewise.llm.extractive import compose_quote_answer
+from citewise.llm.protocol import FinalAction, ToolAction, parse_action, protocol_instructions
 from citewise.settings import Settings
 from citewise.types import REFUSAL_TEXT, Answer, AnswerStyle, Citation, ExitReason, Status, TraceEvent
 
@@ -189,8 +195,6 @@ class AgentNodes:
     ) -> dict[str, Any]:
         """End the run: the one place an `Answer` is built. An exit reason set earlier in the run wins (a run that
         ran out of tool calls and then answered still ends MAX_TOOL_CALLS_REACHED)."""
-        from citewise.agent.grounding import determinism, find_conflicts
-
         reason = ExitReason(state.get("exit_reason") or reason)
         info = EXIT_REASONS[reason]
         text = info.message if text is None else text
@@ -220,6 +224,7 @@ class AgentNodes:
             determinism=determinism(self.input_payload(state), text, citations, reason),
             trace=[TraceEvent(**e) for e in trace] if state.get("include_trace", True) else [],
             session_id=state.get("session_id"),
+            cached=state.get("model_calls", 0) > 0 and state.get("cached_calls", 0) == state.get("model_calls", 0),
         )
         update: dict[str, Any] = {"exit_reason": reason, "answer": answer, "trace": trace, "draft": None}
         if state.get("question", "").strip():
@@ -248,12 +253,11 @@ class AgentNodes:
 
     # -- analyze ---------------------------------------------------------------------------------------------------
     async def analyze(self, state: AgentState, config: RunnableConfig) -> dict[str, Any]:
-        from citewise.agent.constraints import analyze_constraints
-
         question = state["question"]
         constraints = analyze_constraints(question).model_dump(mode="json")
         trace = list(state.get("trace") or [])
         trace.append(_event("constraints", "analyze", **constraints))
+        counts: dict[str, int] = {}
         if is_quote_mode(state.get("mode")):
             plan, source = default_plan(), "default"
         else:
@@ -267,8 +271,9 @@ class AgentNodes:
                 return self._provider_failure(state, exc, node="analyze", trace=trace)
             parsed = parse_plan(message_text(reply))
             plan, source = (parsed, "model") if parsed else (default_plan(), "default")
+            counts = _count_reply(state, reply)
         trace.append(_event("plan", "analyze", steps=plan, source=source))
-        return {"constraints": constraints, "plan": plan, "trace": trace}
+        return {"constraints": constraints, "plan": plan, "trace": trace, **counts}
 
     def _provider_failure(
         self, state: AgentState, exc: ProviderError, *, node: str, trace: list[dict[str, Any]]
@@ -350,8 +355,6 @@ class AgentNodes:
             remaining=0 if force_final else self._remaining_tool_calls(state),
         )
         if not native:
-            from citewise.llm.protocol import protocol_instructions
-
             system += "\n\n" + protocol_instructions(tools)
         # The system prompt goes in after trimming, so it is never what gets cut.
         messages = [SystemMessage(content=system), *kept]
@@ -369,7 +372,7 @@ class AgentNodes:
         if answered_by != client.name:
             trace.append(_event("fallback", "llm", primary=client.name, answered_by=answered_by))
 
-        base = {"turns": turns, "trace": trace, "model_used": answered_by}
+        base = {"turns": turns, "trace": trace, "model_used": answered_by, **_count_reply(state, reply)}
         text = message_text(reply).strip()
         if native:
             calls, invalid = list(reply.tool_calls), list(getattr(reply, "invalid_tool_calls", None) or [])
@@ -384,14 +387,12 @@ class AgentNodes:
                 return {**base, "scratch": [*scratch, ai]}
             insufficiencies: list[str] = []
         else:
-            from citewise.llm.protocol import parse_action
-
             action = parse_action(text) if text else None
-            if action is not None and getattr(action, "type", None) == "tool_call" and not force_final:
+            if isinstance(action, ToolAction) and not force_final:
                 call = {"name": action.tool, "args": action.input, "id": f"call_{turns}_0", "type": "tool_call"}
                 trace.append(_event("tool_call", "llm", tool=action.tool, args=action.input, protocol=True))
                 return {**base, "scratch": [*scratch, AIMessage(content=text, tool_calls=[call])]}
-            if action is not None and getattr(action, "type", None) == "final":
+            if isinstance(action, FinalAction):
                 text = (action.answer or "").strip()
                 insufficiencies = [str(i) for i in (action.insufficiencies or []) if str(i).strip()]
             elif text and not force_final:
@@ -407,8 +408,8 @@ class AgentNodes:
                 return self.finish(state, ExitReason.INVALID_TOOL_CALL, node="llm", trace=trace)
             else:
                 # Forced final answer from a protocol model that still wrote prose or a tool call: take prose as is.
-                action_text = getattr(action, "answer", None) if action is not None else None
-                text = (action_text or ("" if action is not None else text)).strip()
+                # (a tool call after the budget is spent has no answer in it: treated as an empty reply)
+                text = "" if action is not None else text
                 insufficiencies = []
 
         if not text:
@@ -469,8 +470,6 @@ class AgentNodes:
             trace.extend(_event("tool_call", "llm", tool=c["name"], args=c["args"]) for c in calls)
             opening = all(c["name"] == OPEN_CITATION for c in calls)
             return {**base, "scratch": [*scratch, AIMessage(content="", tool_calls=calls)], "quote_opened": opening}
-
-        from citewise.llm.extractive import compose_quote_answer
 
         opened_ids = state.get("opened") or []
         numbered = [(i + 1, c) for i, c in enumerate(state.get("sources") or [])]
@@ -556,10 +555,9 @@ class AgentNodes:
 
     # -- validate ----------------------------------------------------------------------------------------------------
     async def validate(self, state: AgentState, config: RunnableConfig) -> dict[str, Any]:
-        from citewise.agent.constraints import Constraints
-        from citewise.agent.validator import validate_answer
-
-        draft = state.get("draft") or ""
+        # Plumbing the model echoed ("Similarity score: 0.83") is removed before the answer is shown, so it is
+        # removed before it is judged too: it is not a claim.
+        draft = strip_rag_metadata(state.get("draft") or "")
         trace = list(state.get("trace") or [])
         if is_refusal(draft) and not _MARKER_RE.search(draft):
             trace.append(_event("validation", "validate", ok=True, refusal=True, errors=[]))
@@ -601,8 +599,6 @@ class AgentNodes:
     def _forced_synthesis(self, state: AgentState, errors: list[str], trace: list[dict[str, Any]]) -> dict[str, Any]:
         """The model could not produce an answer that passes validation: answer with verbatim sentences from what
         was gathered instead (grounded by construction), and say what was missing."""
-        from citewise.llm.extractive import compose_quote_answer
-
         opened_ids = state.get("opened") or []
         numbered = [(i + 1, c) for i, c in enumerate(state.get("sources") or [])]
         chosen = [(n, c) for n, c in numbered if c.chunk_id in opened_ids] or numbered
@@ -622,10 +618,8 @@ class AgentNodes:
 
     # -- ground ------------------------------------------------------------------------------------------------------
     async def ground(self, state: AgentState, config: RunnableConfig) -> dict[str, Any]:
-        from citewise.agent.grounding import ground
-
         numbered = {i + 1: c for i, c in enumerate(state.get("sources") or [])}
-        text, citations = ground(state.get("draft") or "", numbered)
+        text, citations = ground_text(state.get("draft") or "", numbered)
         trace = list(state.get("trace") or [])
         refusal_reason = None
         if is_refusal(text) and not citations:
@@ -646,6 +640,15 @@ class AgentNodes:
             refusal_reason=refusal_reason,
             trace=trace,
         )
+
+
+def _count_reply(state: AgentState, reply: AIMessage) -> dict[str, int]:
+    """Model replies of the run, and how many came from the reply cache (LangChain zeroes a hit's cost)."""
+    hit = (reply.usage_metadata or {}).get("total_cost") == 0
+    return {
+        "model_calls": state.get("model_calls", 0) + 1,
+        "cached_calls": state.get("cached_calls", 0) + (1 if hit else 0),
+    }
 
 
 def _refusal_text(constraints: dict[str, Any]) -> str:

@@ -168,6 +168,8 @@ class Citewise:
             "quote_refusal": None,
             "insufficiencies": [],
             "model_used": None,
+            "model_calls": 0,
+            "cached_calls": 0,
             "exit_reason": None,
             "trace": [],
             "answer": None,

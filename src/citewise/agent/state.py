@@ -49,6 +49,8 @@ class AgentState(TypedDict, total=False):
     quote_opened: bool  # quote mode: the best passages were opened
     quote_refusal: str | None  # quote mode: why the composer refused
     insufficiencies: list[str]
+    model_calls: int  # model replies received (planner included)
+    cached_calls: int  # of which served from the reply cache
     model_used: str | None  # the model spec that wrote the last reply (a fallback, when the primary failed)
     exit_reason: ExitReason | None
     trace: list[dict[str, Any]]  # TraceEvent.model_dump() of every step, in order
