@@ -26,9 +26,10 @@ from pydantic import BaseModel, Field
 
 from citewise.types import REFUSAL_TEXT, AnswerStyle, ScoredChunk
 
-# Calibrated on ClapNQ together with settings.agent.quote_min_score (see the module docstring).
-DEFAULT_MIN_OVERLAP = 0.35
-DEFAULT_MIN_SCORE = 0.45
+# Calibrated together with settings.agent.quote_min_score by bench/calibrate_refusal.py: ClapNQ refusal F1, on
+# condition that answerable documentation questions are still answered (bench/results/refusal_calibration.json).
+DEFAULT_MIN_OVERLAP = 0.30
+DEFAULT_MIN_SCORE = 0.44
 # A sentence joins the answer when it is at least this fraction as relevant as the best one.
 RELATIVE_CUTOFF = 0.5
 # Two sentences sharing this much of their content words say the same thing; the weaker one is dropped.
