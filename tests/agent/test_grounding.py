@@ -81,6 +81,14 @@ def test_malformed_markers_are_normalised_or_dropped():
     assert len(citations) == 2
 
 
+def test_ranges_and_vendor_markers_are_expanded():
+    sources = {1: INSTALL, 2: QUEUES, 3: INSTALL.model_copy(update={"chunk_id": "c3"})}
+    text, citations = ground("All of it [1-3]. Vendor style [2†source]. Past the end [3–9]. Huge [2-400].", sources)
+    assert text == "All of it [1][2][3]. Vendor style [2]. Past the end [3]. Huge [2]."
+    assert [c.n for c in citations] == [1, 2, 3]
+    assert cited_numbers("Bad [7-8].") == [7, 8]
+
+
 def test_markers_inside_code_are_not_citations():
     answer = "Read the first item with `items[0]` [1].\n\n```python\nvalue = rows[2]\n```"
     text, citations = ground(answer, {1: INSTALL})

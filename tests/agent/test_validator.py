@@ -103,6 +103,7 @@ def test_version_and_units_are_numbers():
         ("Set retryBackoff in the config [2].", "`retryBackoff`"),
         ("Failures return ORB-500 [2].", "ORB-500"),
         ("Edit orbitron.yaml first [1].", "`orbitron.yaml`"),
+        ("Journals live under /var/lib/orbitrond/journal [1].", "/var/lib/orbitrond/journal"),
     ],
 )
 def test_each_kind_of_term_is_checked(answer, bad):
@@ -191,3 +192,16 @@ def test_empty_answer_and_error_cap():
     many = " ".join(f"Port {7000 + i} [1]." for i in range(20))
     errors = check(many).errors
     assert len(errors) == 9 and errors[-1].startswith("...and 12 more")
+
+
+def test_a_realistic_grounded_answer_raises_nothing():
+    answer = (
+        "## Installing\n\n"
+        "1. Install version 3.2 from https://apt.orbitron.example/stable [1].\n"
+        "2. Run `sudo apt-get install orbitrond=3.2.0` [1].\n\n"
+        "**Note:** the daemon (`orbitrond`) listens on port 7433 by default and keeps its journal under "
+        "/var/lib/orbitron [1]. Queues are created explicitly, i.e. enqueueing to a missing queue fails "
+        "with `ORB-404` [2]. Finished jobs are kept for seven days (`--retention 7d`) [2]."
+    )
+    result = check(answer)
+    assert result.ok, result.errors

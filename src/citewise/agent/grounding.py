@@ -56,18 +56,26 @@ def _map_prose(text: str, fn) -> str:
 # ---------------------------------------------------------------------------------------------------------------
 
 MARKER_RE = re.compile(r"\[(\d{1,4})\]")
-# Near-misses models write for a citation: [source 3], [Source: 3], [^3], [3, 4], [3-4 is not one], [ 3 ].
+# Near-misses models write for a citation: [source 3], [Source: 3], [^3], [3, 4], [2-4], [ 3 ], [3†source].
 _LOOSE_MARKER_RE = re.compile(
-    r"\[\s*(?:\^|(?:sources?|src|ref|doc|chunk|citation)\s*[:#]?\s*)?(\d{1,4}(?:\s*[,;]\s*\d{1,4})*)\s*\]",
+    r"\[\s*(?:\^|(?:sources?|src|ref|doc|chunk|citation)\s*[:#]?\s*)?"
+    r"(\d{1,4}(?:\s*(?:[,;]|[-–])\s*\d{1,4})*)\s*(?:†[^\]\n]{0,40})?\]",
     re.I,
 )
+MAX_RANGE = 10
 
 
 def _normalise_markers(prose: str) -> str:
     def fix(match: re.Match) -> str:
         if match.start() > 0 and prose[match.start() - 1] == "]" and match.group(0).startswith("[^"):
             return match.group(0)  # "[x][^1]": a link label form, leave it
-        return "".join(f"[{n}]" for n in re.findall(r"\d+", match.group(1)))
+        numbers: list[int] = []
+        for piece in re.split(r"\s*[,;]\s*", match.group(1)):
+            bounds = [int(b) for b in re.split(r"\s*[-–]\s*", piece)]
+            low, high = bounds[0], bounds[-1]
+            # "[2-4]" cites 2, 3 and 4; a reversed or huge range is no citation anyone meant: keep its ends only
+            numbers.extend(range(low, high + 1) if 0 <= high - low <= MAX_RANGE else [low, high][: len(bounds)])
+        return "".join(f"[{n}]" for n in numbers)
 
     return _LOOSE_MARKER_RE.sub(fix, prose)
 

@@ -43,6 +43,7 @@ class ValidationResult(BaseModel):
 _FENCE_RE = re.compile(r"^[ \t]*(```|~~~)[^\n]*\n(.*?)(?:^[ \t]*\1[ \t]*$|\Z)", re.S | re.M)
 _INLINE_CODE_RE = re.compile(r"(`+)([^`\n]+?)\1")
 _URL_RE = re.compile(r"\b(?:https?|ftp)://[^\s<>()\[\]\"'`]+", re.I)
+_PATH_RE = re.compile(r"(?<![\w/~.])~?/[\w.@-]+(?:/[\w.@-]+)+/?")  # /var/lib/orbitron, ~/.config/x
 _PROMPT_RE = re.compile(r"^[ \t]*(?:[-*][ \t]+)?\$[ \t]+(\S.*)$", re.M)
 _COMMENT_RE = re.compile(r"^\s*(?:#|//|--\s|/\*|\*|;|<!--)")
 _FLAG_RE = re.compile(r"(?<![\w\-/.])(--[A-Za-z][\w-]*|-[A-Za-z]{1,2})(?=[\s=,.;:)\]]|$)")
@@ -67,7 +68,7 @@ _NUMBER_WORDS = {
 
 
 class Term(BaseModel):
-    kind: str  # code | command | flag | identifier | url | number | quote
+    kind: str  # code | command | flag | identifier | path | url | number | quote
     text: str
 
 
@@ -103,6 +104,9 @@ def extract_terms(text: str) -> list[Term]:
     for match in _URL_RE.finditer(prose):
         terms.append(Term(kind="url", text=match.group(0).rstrip(".,;:!?")))
     prose = _URL_RE.sub(" ", prose)
+    for match in _PATH_RE.finditer(prose):
+        terms.append(Term(kind="path", text=match.group(0).rstrip(".,;:!?")))
+    prose = _PATH_RE.sub(" ", prose)
     for match in _FLAG_RE.finditer(prose):
         terms.append(Term(kind="flag", text=match.group(1)))
     for pattern in _IDENT_RES:
@@ -173,6 +177,8 @@ def _describe(term: Term) -> str:
         return f"The number {term.text} does not appear in any source; use the value the source gives or remove it."
     if term.kind == "url":
         return f"The URL {term.text} does not appear in any source; remove it."
+    if term.kind == "path":
+        return f"The path {term.text} does not appear in any source; remove it or search for it."
     if term.kind == "quote":
         return f'"{term.text}" does not appear in any source; quote the source exactly or drop the quotation marks.'
     if term.kind == "flag":
