@@ -122,8 +122,13 @@ def test_two_apps_have_separate_metrics(server_settings, make_client, tmp_path):
     assert 'route="/api/documents"' not in second.get("/metrics").text
 
 
-def test_openapi_lists_every_endpoint(server_settings, make_client):
-    paths = make_client(server_settings).get("/openapi.json").json()["paths"]
+def test_openapi_lists_every_endpoint(server_settings, make_client, tmp_path):
+    web = tmp_path / "web"
+    web.mkdir()
+    (web / "index.html").write_text("<!doctype html>")
+    client = make_client(server_settings, web_dir=web)
+    assert "swagger" in client.get("/docs").text.lower()  # the page mounted at / does not hide the API reference
+    paths = client.get("/openapi.json").json()["paths"]
     for path in ["/chat", "/api/agent/run", "/api/agent/stream", "/api/documents", "/api/documents/{doc_id}"]:
         assert path in paths
     assert "text/event-stream" in str(paths["/api/agent/stream"])

@@ -56,12 +56,12 @@ def test_sqlite_sessions_continue_a_conversation(agent_app, started, served_home
 
 
 def test_sessions_survive_a_restart_and_are_per_owner(agent_app, started, served_home):
-    model = _model()
-    app = agent_app(model, api_keys=KEYS)
-    client = started(app)
-    first = client.post("/chat", json={"message": WORKER_QUESTION}, headers=auth("key-alice")).json()
-    client.__exit__(None, None, None)  # stop the app: the checkpointer closes
+    from fastapi.testclient import TestClient
 
+    model = _model()
+    with TestClient(agent_app(model, api_keys=KEYS)) as client:
+        first = client.post("/chat", json={"message": WORKER_QUESTION}, headers=auth("key-alice")).json()
+    # The app stopped (its checkpointer closed); a new one over the same home picks the conversation up.
     restarted = started(agent_app(model, api_keys=KEYS))
     session = first["session_id"]
     # Bob presenting Alice's session id gets a conversation of his own, not hers.
