@@ -10,6 +10,7 @@ import json
 import sys
 from collections.abc import Callable
 from contextlib import contextmanager
+from enum import StrEnum
 from pathlib import Path
 from typing import Annotated
 
@@ -22,7 +23,7 @@ from rich.table import Table
 from citewise import __version__
 from citewise.errors import CitewiseError
 from citewise.settings import Settings
-from citewise.types import DocStatus, RetrievalMode
+from citewise.types import AnswerStyle, DocStatus, RetrievalMode
 
 app = typer.Typer(
     name="citewise",
@@ -199,6 +200,166 @@ def search(
             snippet = " ".join(chunk.text.split())
             out.print("   " + (snippet if len(snippet) <= 320 else snippet[:320] + "…"), highlight=False, markup=False)
         return 0
+
+    _run(go)
+
+
+# -- ask / chat (agent stream) ------------------------------------------------------------------------------------
+
+
+class AskMode(StrEnum):
+    QUOTE = "quote"
+    AGENT = "agent"
+
+
+ModeOpt = Annotated[
+    AskMode | None,
+    typer.Option("--mode", help="quote (verbatim sentences, no model) or agent (CITEWISE_LLM). Default: CITEWISE_LLM."),
+]
+StyleOpt = Annotated[AnswerStyle | None, typer.Option("--style", help="default or structured.")]
+
+
+def _read_selected_text(path: Path | None) -> str | None:
+    if path is None:
+        return None
+    try:
+        return path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise CitewiseError(f"Cannot read --selected-text {path}: {exc}") from exc
+
+
+def _print_answer(answer, *, shown: str = "") -> None:
+    """The answer (unless it was streamed verbatim already), then its numbered sources and any caveats."""
+    if answer.answer.strip() != shown.strip():
+        if shown:
+            out.print("\n[dim]Checked answer:[/]")
+        out.print(answer.answer, markup=False, highlight=False)
+    if answer.citations:
+        out.print("\n[bold]Sources[/]")
+        for c in answer.citations:
+            where = c.filename + (f" › {c.chapter}" if c.chapter else "")
+            url = f"  {c.source_url}" if c.source_url else ""
+            out.print(f"  [{c.n}] {where}{url}", markup=False, highlight=False)
+    for conflict in answer.conflicting_info:
+        values = "; ".join(f"{v.value} ({v.filename}{', ' + v.date if v.date else ''})" for v in conflict.values)
+        resolved = f" — newest says {conflict.resolved_value}" if conflict.resolved_value else ""
+        err.print(f"[yellow]Sources disagree on {conflict.subject}:[/] {values}{resolved}", highlight=False)
+    for gap in answer.insufficiencies:
+        err.print(f"[yellow]Not covered:[/] {gap}", highlight=False)
+    if answer.exit_reason != "COMPLETED" or answer.status == "error":
+        err.print(f"[dim]exit_reason {answer.exit_reason} (status {answer.status})[/]", highlight=False)
+
+
+def _trace_line(event: dict) -> str:
+    data = {k: v for k, v in (event.get("data") or {}).items() if v not in (None, [], {}, "")}
+    return f"· {event.get('node', '')}: {event.get('type', '')} " + json.dumps(data, ensure_ascii=False)[:300]
+
+
+async def _stream_run(cw, question: str, *, show_tokens: bool, show_trace: bool, **options):
+    """Run through astream_events: tokens to stdout as they arrive, trace steps to stderr; returns (Answer, text
+    streamed)."""
+    shown: list[str] = []
+    answer = None
+    async for event in cw.astream_events(question, **options):
+        kind = event["event"]
+        if kind == "on_chat_model_stream" and show_tokens:
+            text = event["data"]["chunk"].content
+            if isinstance(text, str) and text:
+                shown.append(text)
+                out.print(text, end="", markup=False, highlight=False, soft_wrap=True)
+        elif kind == "on_custom_event" and event.get("name") == "trace" and show_trace:
+            err.print(_trace_line(event["data"]), markup=False, highlight=False)
+        elif kind == "on_chain_end" and "answer" in (event["data"].get("output") or {}):
+            answer = event["data"]["output"]["answer"]
+    if shown:
+        out.print()
+    return answer, "".join(shown)
+
+
+@app.command()
+def ask(
+    question: Annotated[str, typer.Argument(help="Your question about the ingested docs.", show_default=False)],
+    as_json: JsonOpt = False,
+    trace: Annotated[bool, typer.Option("--trace", help="Show each step of the run (stderr; also in --json).")] = False,
+    stream: Annotated[bool, typer.Option("--stream", help="Print the model's tokens as they arrive.")] = False,
+    selected_text: Annotated[
+        Path | None, typer.Option("--selected-text", help="Answer only from this file's text (nothing is stored).")
+    ] = None,
+    mode: ModeOpt = None,
+    style: StyleOpt = None,
+    owner: OwnerOpt = None,
+    home: HomeOpt = None,
+) -> None:
+    """Answer QUESTION from the ingested docs, citing every claim, or say the docs don't cover it.
+
+    Exit code 0 for an answer or an honest refusal, 1 when the run failed (see exit_reason), 2 for bad input.
+    """
+
+    def go() -> int:
+        import asyncio
+
+        from citewise.agent.runner import Citewise
+
+        cw = Citewise(_settings(home))
+        options = dict(
+            owner=owner, selected_text=_read_selected_text(selected_text), style=style,
+            mode=str(mode) if mode else None, trace=trace,
+        )  # fmt: skip
+        if (stream or trace) and not as_json:
+            answer, shown = asyncio.run(_stream_run(cw, question, show_tokens=stream, show_trace=trace, **options))
+        elif as_json and trace:
+            answer, shown = asyncio.run(_stream_run(cw, question, show_tokens=False, show_trace=False, **options))
+        else:
+            answer, shown = cw.ask(question, **options), ""
+        if as_json:
+            print(answer.model_dump_json())
+        else:
+            _print_answer(answer, shown=shown)
+        return 1 if answer.status == "error" else 0
+
+    _run(go)
+
+
+@app.command()
+def chat(
+    mode: ModeOpt = None,
+    style: StyleOpt = None,
+    owner: OwnerOpt = None,
+    trace: Annotated[bool, typer.Option("--trace", help="Show each step of every run (stderr).")] = False,
+    home: HomeOpt = None,
+) -> None:
+    """Talk to the docs: a REPL that streams each answer and lists its sources. Type `exit` (or Ctrl-D) to leave."""
+
+    def go() -> int:
+        import asyncio
+        import uuid
+
+        from langgraph.checkpoint.memory import InMemorySaver
+
+        from citewise.agent.runner import Citewise
+
+        cw = Citewise(_settings(home), checkpointer=InMemorySaver())
+        session = f"cli-{uuid.uuid4().hex[:12]}"
+        options = {"owner": owner, "style": style, "mode": str(mode) if mode else None}
+        out.print("[dim]Ask about the docs. `exit` or Ctrl-D leaves; the conversation is kept until then.[/]")
+        while True:
+            try:
+                question = input("\n> ")
+            except (EOFError, KeyboardInterrupt):
+                out.print()
+                return 0
+            if question.strip().lower() in ("exit", "quit", ":q"):
+                return 0
+            if not question.strip():
+                continue
+            try:
+                answer, shown = asyncio.run(
+                    _stream_run(cw, question, show_tokens=True, show_trace=trace, session_id=session, **options)
+                )
+            except CitewiseError as exc:  # a bad question must not end the conversation
+                err.print(f"[bold red]Error:[/] {exc}", highlight=False)
+                continue
+            _print_answer(answer, shown=shown)
 
     _run(go)
 
