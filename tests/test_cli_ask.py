@@ -70,7 +70,9 @@ def test_ask_structured_style(home):
 def test_ask_selected_text(home, tmp_path):
     selection = tmp_path / "selection.txt"
     selection.write_text("Kestrel clusters elect a coordinator every 90 seconds. The coordinator assigns shards.")
-    result = _ask(home, "How often do Kestrel clusters elect a coordinator?", "--selected-text", str(selection), "--json")
+    result = _ask(
+        home, "How often do Kestrel clusters elect a coordinator?", "--selected-text", str(selection), "--json"
+    )
     answer = json.loads(result.stdout.strip().splitlines()[-1])
     assert answer["status"] == "success" and "90 seconds" in answer["answer"]
 
