@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import subprocess
 import sys
 from pathlib import Path
@@ -66,6 +67,10 @@ def test_smollm2_generates_deterministically(tmp_path):
     streamed = [chunk.content for chunk in model.stream(question)]
     assert len([piece for piece in streamed if piece]) > 1
     assert "".join(streamed).strip() == first
+
+    # Through the client: a CPU model is never cut off by the (vendor-sized) per-call timeout.
+    reply = asyncio.run(client.ainvoke(question, timeout=0.01))
+    assert reply.content and client.last_model == "local"
 
     # Converted once into the models dir; later loads read that folder instead of the GGUF.
     assert (Path(settings.model_cache_dir) / BUNDLED_NAME / "config.json").exists()

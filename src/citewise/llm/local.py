@@ -14,6 +14,7 @@ The model has no native tool calling (`supports_tools = False`): the agent drive
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import importlib.util
 import json
@@ -22,11 +23,11 @@ import os
 import shutil
 import tempfile
 import threading
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
-from langchain_core.callbacks import CallbackManagerForLLMRun
+from langchain_core.callbacks import AsyncCallbackManagerForLLMRun, CallbackManagerForLLMRun
 from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import AIMessage, AIMessageChunk, BaseMessage, SystemMessage, ToolMessage
 from langchain_core.outputs import ChatGeneration, ChatGenerationChunk, ChatResult
@@ -84,9 +85,11 @@ def _messages_to_chat(messages: list[BaseMessage]) -> list[dict[str, str]]:
 
 
 class _Runtime(Protocol):
-    def generate(self, chat: list[dict[str, str]], max_new_tokens: int) -> str: ...
+    # `cancel` lets a caller that gave up (timeout, client gone) stop the generation between two tokens, so an
+    # abandoned reply does not keep the CPU (and the model's lock) busy.
+    def generate(self, chat: list[dict[str, str]], max_new_tokens: int, cancel: threading.Event) -> str: ...
 
-    def stream(self, chat: list[dict[str, str]], max_new_tokens: int) -> Iterator[str]: ...
+    def stream(self, chat: list[dict[str, str]], max_new_tokens: int, cancel: threading.Event) -> Iterator[str]: ...
 
 
 class _TransformersRuntime:
@@ -100,6 +103,13 @@ class _TransformersRuntime:
         self.model.eval()
         # One generation at a time: the CPU is the bottleneck anyway, and it keeps a shared model safe.
         self._lock = threading.Lock()
+        self._warm = False
+
+    def warm_up(self) -> None:
+        """One token through the model: pages the weights in from disk, so the first real reply isn't the slow one."""
+        if not self._warm:
+            self.generate([{"role": "user", "content": "Hi"}], 1, threading.Event())
+            self._warm = True
 
     def _inputs(self, chat: list[dict[str, str]], max_new_tokens: int) -> dict[str, Any]:
         inputs = self.tokenizer.apply_chat_template(
@@ -110,7 +120,13 @@ class _TransformersRuntime:
             inputs = {k: v[:, -budget:] for k, v in inputs.items()}
         return dict(inputs)
 
-    def _generate_kwargs(self, max_new_tokens: int) -> dict[str, Any]:
+    def _generate_kwargs(self, max_new_tokens: int, cancel: threading.Event) -> dict[str, Any]:
+        from transformers import StoppingCriteria, StoppingCriteriaList
+
+        class _Cancelled(StoppingCriteria):
+            def __call__(self, input_ids: Any, scores: Any, **kwargs: Any) -> bool:
+                return cancel.is_set()
+
         eos = self.tokenizer.eos_token_id
         # temperature/top_p/top_k=None silence the sampling defaults in the model's generation_config.
         return {
@@ -120,39 +136,29 @@ class _TransformersRuntime:
             "top_p": None,
             "top_k": None,
             "pad_token_id": self.tokenizer.pad_token_id if self.tokenizer.pad_token_id is not None else eos,
+            "stopping_criteria": StoppingCriteriaList([_Cancelled()]),
         }
 
-    def generate(self, chat: list[dict[str, str]], max_new_tokens: int) -> str:
+    def generate(self, chat: list[dict[str, str]], max_new_tokens: int, cancel: threading.Event) -> str:
         import torch
 
         inputs = self._inputs(chat, max_new_tokens)
         with self._lock, torch.inference_mode():
-            output = self.model.generate(**inputs, **self._generate_kwargs(max_new_tokens))
+            output = self.model.generate(**inputs, **self._generate_kwargs(max_new_tokens, cancel))
         return self.tokenizer.decode(output[0][inputs["input_ids"].shape[1] :], skip_special_tokens=True)
 
-    def stream(self, chat: list[dict[str, str]], max_new_tokens: int) -> Iterator[str]:
+    def stream(self, chat: list[dict[str, str]], max_new_tokens: int, cancel: threading.Event) -> Iterator[str]:
         import torch
-        from transformers import StoppingCriteria, StoppingCriteriaList, TextIteratorStreamer
+        from transformers import TextIteratorStreamer
 
         inputs = self._inputs(chat, max_new_tokens)
         streamer = TextIteratorStreamer(self.tokenizer, skip_prompt=True, skip_special_tokens=True)
-        cancelled = threading.Event()
         failure: list[BaseException] = []
-
-        class _Cancel(StoppingCriteria):
-            # Lets a consumer that stops reading (client gone, timeout) end the generation thread early.
-            def __call__(self, input_ids: Any, scores: Any, **kwargs: Any) -> bool:
-                return cancelled.is_set()
 
         def run() -> None:
             try:
                 with self._lock, torch.inference_mode():
-                    self.model.generate(
-                        **inputs,
-                        **self._generate_kwargs(max_new_tokens),
-                        streamer=streamer,
-                        stopping_criteria=StoppingCriteriaList([_Cancel()]),
-                    )
+                    self.model.generate(**inputs, **self._generate_kwargs(max_new_tokens, cancel), streamer=streamer)
             except BaseException as exc:  # re-raised in the consumer's thread below
                 failure.append(exc)
                 streamer.end()
@@ -164,7 +170,7 @@ class _TransformersRuntime:
                 if text:
                     yield text
         finally:
-            cancelled.set()
+            cancel.set()  # the consumer stopped reading (or finished): end the generation thread too
             thread.join()
         if failure:
             raise failure[0]
@@ -179,16 +185,18 @@ class _LlamaCppRuntime:
         self.llm = Llama(model_path=str(gguf), n_ctx=CONTEXT_TOKENS, seed=seed, verbose=False)
         self._lock = threading.Lock()
 
-    def generate(self, chat: list[dict[str, str]], max_new_tokens: int) -> str:
+    def generate(self, chat: list[dict[str, str]], max_new_tokens: int, cancel: threading.Event) -> str:
         with self._lock:
             reply = self.llm.create_chat_completion(messages=chat, temperature=0.0, max_tokens=max_new_tokens)
         return reply["choices"][0]["message"]["content"] or ""
 
-    def stream(self, chat: list[dict[str, str]], max_new_tokens: int) -> Iterator[str]:
+    def stream(self, chat: list[dict[str, str]], max_new_tokens: int, cancel: threading.Event) -> Iterator[str]:
         with self._lock:
             for part in self.llm.create_chat_completion(
                 messages=chat, temperature=0.0, max_tokens=max_new_tokens, stream=True
             ):
+                if cancel.is_set():
+                    break
                 text = part["choices"][0]["delta"].get("content")
                 if text:
                     yield text
@@ -272,6 +280,9 @@ class LocalChatModel(BaseChatModel):
     seed: int = 42
     supports_tools: bool = False
     model_name: str = BUNDLED_NAME
+    # CPU generation is slow but never stuck: on a busy machine a full reply can take minutes, and calling that a
+    # timeout (then retrying it) only makes it slower. LLMClient uses at least this as the call's timeout.
+    min_timeout_s: float = 600.0
 
     @classmethod
     def from_settings(cls, settings: Settings, **kwargs: Any) -> LocalChatModel:
@@ -296,6 +307,24 @@ class LocalChatModel(BaseChatModel):
     def _runtime(self) -> _Runtime:
         return load_runtime(Path(self.model_path) if self.model_path else None, Path(self.cache_dir), seed=self.seed)
 
+    def warm_up(self) -> None:
+        """Load (and on first use convert) the model now. LLMClient calls this before starting the call's timeout,
+        so a one-off conversion is not mistaken for a slow reply."""
+        runtime = self._runtime()
+        if isinstance(runtime, _TransformersRuntime):
+            runtime.warm_up()
+
+    def _result(self, text: str, stop: list[str] | None) -> ChatResult:
+        for marker in stop or []:
+            text = text.split(marker, 1)[0]
+        message = AIMessage(content=text.strip(), response_metadata={"model_name": self.model_name})
+        return ChatResult(generations=[ChatGeneration(message=message)])
+
+    def _last_chunk(self) -> ChatGenerationChunk:
+        return ChatGenerationChunk(
+            message=AIMessageChunk(content="", response_metadata={"model_name": self.model_name}, chunk_position="last")
+        )
+
     def _generate(
         self,
         messages: list[BaseMessage],
@@ -303,11 +332,23 @@ class LocalChatModel(BaseChatModel):
         run_manager: CallbackManagerForLLMRun | None = None,
         **kwargs: Any,
     ) -> ChatResult:
-        text = self._runtime().generate(_messages_to_chat(messages), self.max_new_tokens)
-        for marker in stop or []:
-            text = text.split(marker, 1)[0]
-        message = AIMessage(content=text.strip(), response_metadata={"model_name": self.model_name})
-        return ChatResult(generations=[ChatGeneration(message=message)])
+        text = self._runtime().generate(_messages_to_chat(messages), self.max_new_tokens, threading.Event())
+        return self._result(text, stop)
+
+    async def _agenerate(
+        self,
+        messages: list[BaseMessage],
+        stop: list[str] | None = None,
+        run_manager: AsyncCallbackManagerForLLMRun | None = None,
+        **kwargs: Any,
+    ) -> ChatResult:
+        runtime = await asyncio.to_thread(self._runtime)
+        cancel = threading.Event()
+        try:
+            text = await asyncio.to_thread(runtime.generate, _messages_to_chat(messages), self.max_new_tokens, cancel)
+        finally:
+            cancel.set()  # cancelled (timeout): stop generating at the next token
+        return self._result(text, stop)
 
     def _stream(
         self,
@@ -316,14 +357,29 @@ class LocalChatModel(BaseChatModel):
         run_manager: CallbackManagerForLLMRun | None = None,
         **kwargs: Any,
     ) -> Iterator[ChatGenerationChunk]:
-        pieces = self._runtime().stream(_messages_to_chat(messages), self.max_new_tokens)
+        pieces = self._runtime().stream(_messages_to_chat(messages), self.max_new_tokens, threading.Event())
         try:
             for text in pieces:
                 yield ChatGenerationChunk(message=AIMessageChunk(content=text))
         finally:
-            close = getattr(pieces, "close", None)
-            if close:
-                close()
-        yield ChatGenerationChunk(
-            message=AIMessageChunk(content="", response_metadata={"model_name": self.model_name}, chunk_position="last")
-        )
+            pieces.close()
+        yield self._last_chunk()
+
+    async def _astream(
+        self,
+        messages: list[BaseMessage],
+        stop: list[str] | None = None,
+        run_manager: AsyncCallbackManagerForLLMRun | None = None,
+        **kwargs: Any,
+    ) -> AsyncIterator[ChatGenerationChunk]:
+        runtime = await asyncio.to_thread(self._runtime)
+        cancel = threading.Event()
+        pieces = runtime.stream(_messages_to_chat(messages), self.max_new_tokens, cancel)
+        try:
+            while (text := await asyncio.to_thread(next, pieces, None)) is not None:
+                yield ChatGenerationChunk(message=AIMessageChunk(content=text))
+        finally:
+            # Set before anything else: if we were cancelled mid-`next`, that thread still owns the generator, and
+            # the flag is what makes it return.
+            cancel.set()
+        yield self._last_chunk()

@@ -242,14 +242,19 @@ class LLMClient:
     def _attempt(self, spec: str, model: Runnable, timeout: float, outcome: _Outcome) -> Runnable:
         async def call(messages: list[BaseMessage], config: RunnableConfig) -> AIMessage:
             self.attempts += 1
+            warm_up = getattr(model, "warm_up", None)
+            if callable(warm_up):
+                # Loading a local model can take longer than a reply; it must not count against the timeout.
+                await asyncio.to_thread(warm_up)
+            limit = max(timeout, getattr(model, "min_timeout_s", 0.0))
             try:
-                reply = await asyncio.wait_for(model.ainvoke(messages, config=config), timeout)
+                reply = await asyncio.wait_for(model.ainvoke(messages, config=config), limit)
             except (CitewiseError, AssertionError):
                 # Our own errors (a missing extra) and test-script exhaustion are not vendor trouble.
                 raise
             except Exception as exc:
                 if isinstance(exc, TimeoutError) and not str(exc):
-                    error: ProviderError = ProviderTimeout(f"{spec} did not answer within {timeout:g}s.")
+                    error: ProviderError = ProviderTimeout(f"{spec} did not answer within {limit:g}s.")
                 else:
                     error = classify_error(exc)
                 outcome.last_error = error
