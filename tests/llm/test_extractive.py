@@ -213,3 +213,34 @@ def test_content_terms_drop_stopwords_and_keep_identifiers():
     terms = content_terms("What does the listen_port setting do?")
     assert "listen_port" in terms and stem("listen") in terms and stem("setting") in terms
     assert not terms & {"what", "does", "the", "do"}
+
+
+CREATE = chunk(
+    "## Creating your first queue\n\n"
+    "Every queue accepts these settings at creation time:\n\n"
+    "Queues are created explicitly and enqueueing to a missing queue fails.\n\n"
+    "```bash\norbitron queue create --name emails --retention 7d\n```\n",
+    "create.md",
+    dense=0.6,
+)
+
+
+def test_a_relevant_code_block_is_quoted_whole_and_lead_ins_are_not():
+    answer = compose_quote_answer("How do I create a queue?", [(1, CREATE)], max_sentences=4, min_score=0.3)
+    block = "```bash\norbitron queue create --name emails --retention 7d\n```"
+    assert f"{block}\n[1]" in answer.text
+    assert "settings at creation time:" not in answer.text  # a lead-in without what it introduces says nothing
+    text, [citation] = ground(answer.text, {1: CREATE})
+    assert text == answer.text
+    assert any(CREATE.text[s:e] == block for s, e in citation.quote_spans)
+    result = validate_answer(
+        answer.text, sources={1: CREATE}, opened={CREATE.chunk_id}, searches=1, constraints=Constraints()
+    )
+    assert result.ok, result.errors
+
+
+def test_structured_style_never_quotes_code_blocks():
+    answer = compose_quote_answer(
+        "How do I create a queue?", [(1, CREATE)], max_sentences=4, min_score=0.3, style=AnswerStyle.STRUCTURED
+    )
+    assert "```" not in answer.text and not answer.refused

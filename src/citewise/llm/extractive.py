@@ -35,6 +35,8 @@ RELATIVE_CUTOFF = 0.5
 # Two sentences sharing this much of their content words say the same thing; the weaker one is dropped.
 REDUNDANCY_JACCARD = 0.6
 MIN_SENTENCE_WORDS = 4
+# A code block is quoted whole only when it covers at least this much of the question.
+CODE_MIN_COVERAGE = 0.5
 
 _STOPWORD_TEXT = """
 a about above after again against all also am an and any are aren't as at be because been before being below
@@ -125,6 +127,7 @@ class Sentence:
     end: int
     text: str
     terms: frozenset[str]
+    code: bool = False  # a whole fenced code block, quoted as is
 
 
 def _paragraphs(text: str) -> list[tuple[int, int]]:
@@ -187,7 +190,15 @@ def split_sentences(text: str) -> list[tuple[int, int]]:
     return out
 
 
-def _candidates(chunks: Sequence[tuple[int, ScoredChunk]]) -> list[Sentence]:
+def code_blocks(text: str) -> list[tuple[int, int]]:
+    """[start, end) spans of the closed fenced code blocks of `text`, fences included."""
+    spans = []
+    for match in re.finditer(r"^[ \t]*((```|~~~)[^\n]*\n.*?^[ \t]*\2)[ \t]*$", text, re.S | re.M):
+        spans.append((match.start(1), match.end(1)))
+    return spans
+
+
+def _candidates(chunks: Sequence[tuple[int, ScoredChunk]], *, code: bool = False) -> list[Sentence]:
     sentences = []
     for slot, (n, chunk) in enumerate(chunks):
         for start, end in split_sentences(chunk.text):
@@ -195,6 +206,10 @@ def _candidates(chunks: Sequence[tuple[int, ScoredChunk]]) -> list[Sentence]:
             if len(text.split()) < MIN_SENTENCE_WORDS:
                 continue
             sentences.append(Sentence(slot, n, start, end, text, frozenset(content_terms(text))))
+        if code:
+            for start, end in code_blocks(chunk.text):
+                text = chunk.text[start:end]
+                sentences.append(Sentence(slot, n, start, end, text, frozenset(content_terms(text)), code=True))
     return sentences
 
 
@@ -226,16 +241,20 @@ def _refuse(reason: str) -> QuoteAnswer:
     return QuoteAnswer(text=REFUSAL_TEXT, used=[], refused=True, reason=reason)
 
 
-def score_sentences(question: str, chunks: Sequence[tuple[int, ScoredChunk]]) -> list[tuple[float, float, Sentence]]:
+def score_sentences(
+    question: str, chunks: Sequence[tuple[int, ScoredChunk]], *, code: bool = False
+) -> list[tuple[float, float, Sentence]]:
     """(relevance, coverage, sentence) for every candidate sentence, best first (ties: chunk order, position).
 
-    coverage = IDF-weighted share of the question's content words the sentence contains; relevance = coverage ×
-    (0.5 + 0.5 × the chunk's retrieval strength)."""
-    sentences = _candidates(chunks)
+    coverage = IDF-weighted share of the question's content words the sentence contains (IDF over the prose
+    sentences); relevance = coverage × (0.5 + 0.5 × the chunk's retrieval strength). With `code`, whole fenced
+    code blocks are candidates too."""
+    sentences = _candidates(chunks, code=code)
     question_terms = content_terms(question)
-    if not sentences or not question_terms:
+    prose = [s for s in sentences if not s.code]
+    if not prose or not question_terms:
         return []
-    idf = _idf(sentences, question_terms)
+    idf = _idf(prose, question_terms)
     total = sum(idf.values())
     weights = _chunk_weights(chunks)
     scored = []
@@ -278,22 +297,28 @@ def compose_quote_answer(
             f"The best passage's similarity to the question ({max(dense):.2f}) is below the quote-mode "
             f"threshold ({min_score:.2f})."
         )
-    scored = score_sentences(question, chunks)
-    if not scored:
+    structured = style == AnswerStyle.STRUCTURED
+    scored = score_sentences(question, chunks, code=not structured)
+    prose = [item for item in scored if not item[2].code]
+    if not prose:
         return _refuse("The retrieved passages hold no sentence to quote for this question.")
-    best_relevance, best_coverage, _ = scored[0]
+    best_relevance, best_coverage, _ = prose[0]  # the gate is calibrated on prose sentences
     if best_coverage < min_overlap or best_coverage <= 0:
         return _refuse(
             f"No retrieved sentence shares enough of the question's content ({best_coverage:.2f} of "
             f"{min_overlap:.2f} needed)."
         )
 
-    limit = max(1, max_sentences - 1) if style == AnswerStyle.STRUCTURED and max_sentences > 1 else max_sentences
+    limit = max(1, max_sentences - 1) if structured and max_sentences > 1 else max_sentences
     chosen: list[Sentence] = []
     rest: list[Sentence] = []
     for relevance, coverage, sentence in scored:
         if coverage <= 0 or relevance < RELATIVE_CUTOFF * best_relevance:
             break
+        if sentence.code and (coverage < CODE_MIN_COVERAGE or any(c.code for c in chosen)):
+            continue  # one code block at most, and only when it covers the question well
+        if not sentence.code and sentence.text.rstrip("*_ ").endswith(":"):
+            continue  # "Run this:" says nothing without what follows
         duplicate = any(
             _jaccard(sentence.terms, c.terms) >= REDUNDANCY_JACCARD or sentence.text.strip() == c.text.strip()
             for c in chosen
@@ -318,7 +343,15 @@ def compose_quote_answer(
     else:
         paragraphs: list[str] = []
         for slot in dict.fromkeys(s.slot for s in chosen):
-            paragraphs.append(" ".join(f"{s.text} [{s.n}]" for s in chosen if s.slot == slot))
+            line: list[str] = []
+            for s in (s for s in chosen if s.slot == slot):
+                if s.code:  # a block stands alone, its marker on the line after the closing fence
+                    paragraphs += [" ".join(line)] if line else []
+                    paragraphs.append(f"{s.text}\n[{s.n}]")
+                    line = []
+                else:
+                    line.append(f"{s.text} [{s.n}]")
+            paragraphs += [" ".join(line)] if line else []
         text = "\n\n".join(paragraphs)
         order = [s.n for s in chosen]
     return QuoteAnswer(text=text, used=list(dict.fromkeys(order)), refused=False, reason=None)
