@@ -624,10 +624,22 @@ def serve(
     """Serve the HTTP API and the web chat (uvicorn). See docs/server.md."""
 
     def go() -> int:
+        import logging
+
         import uvicorn
 
         from citewise.server import create_app
 
+        levels = ("debug", "info", "warning", "error")
+        if log_level.lower() not in levels:
+            raise CitewiseError(f"Unknown --log-level {log_level!r}; use one of: {', '.join(levels)}")
+        # Citewise's own records (failed runs with their details, disconnects) next to uvicorn's access log.
+        handler = logging.StreamHandler()
+        handler.setFormatter(logging.Formatter("%(levelname)-9s %(name)s: %(message)s"))
+        citewise_log = logging.getLogger("citewise")
+        citewise_log.addHandler(handler)
+        citewise_log.setLevel(log_level.upper())
+        citewise_log.propagate = False
         settings = _settings(home)
         bind_host = host or settings.server.host
         bind_port = port or settings.server.port
@@ -638,7 +650,7 @@ def serve(
                 highlight=False,
             )
         out.print(f"Citewise on http://{bind_host}:{bind_port}/  [dim](home {settings.home})[/]", highlight=False)
-        uvicorn.run(create_app(settings), host=bind_host, port=bind_port, log_level=log_level)
+        uvicorn.run(create_app(settings), host=bind_host, port=bind_port, log_level=log_level.lower())
         return 0
 
     _run(go)
