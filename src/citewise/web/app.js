@@ -420,15 +420,17 @@ async function runAnswer(view) {
         if (attempt >= RATE_LIMIT_RETRIES) {
           if (outcome.answer) view.complete(outcome.answer);
           else view.fail("error");
-          view.showNotice("error", "The model provider is still rate limiting requests. Try again in a minute.", [
+          view.showNotice("error", "Still rate limited after several retries. Try again in a minute.", [
             { label: "Try again", primary: true, onClick: () => retry(view) },
           ]);
           announce("Rate limited; gave up after several retries.");
           return;
         }
         const waitS = outcome.retryAfterS ?? 2 ** attempt;
+        // HTTP 429 is the server's own per-key limit; RATE_LIMITED in an answer comes from the model provider.
+        const who = outcome.rateLimited ? "The server is limiting requests" : "The model provider is rate limiting requests";
         emit(view.root, "retry", { attempt: attempt + 1, wait_s: waitS });
-        await countdown(view, waitS, attempt + 1, controller.signal);
+        await countdown(view, who, waitS, attempt + 1, controller.signal);
         view.reset();
         continue;
       }
@@ -450,13 +452,10 @@ async function runAnswer(view) {
   }
 }
 
-async function countdown(view, seconds, attempt, signal) {
+async function countdown(view, who, seconds, attempt, signal) {
   const total = Math.max(0, seconds);
   for (let left = Math.ceil(total); left > 0; left -= 1) {
-    view.showNotice(
-      "warn",
-      `The model provider is rate limiting requests — retrying in ${left} s (attempt ${attempt} of ${RATE_LIMIT_RETRIES}).`,
-    );
+    view.showNotice("warn", `${who} — retrying in ${left} s (attempt ${attempt} of ${RATE_LIMIT_RETRIES}).`);
     if (left === Math.ceil(total)) announce(`Rate limited. Retrying in ${left} seconds.`);
     await sleep(Math.min(1000, (total - (Math.ceil(total) - left)) * 1000), signal);
   }
