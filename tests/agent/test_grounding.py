@@ -205,6 +205,15 @@ def test_unrelated_text_reports_no_conflicts():
     assert find_conflicts(chunks, newest_rule=True) == []
 
 
+def test_prose_defaults_conflict():
+    a = chunk("The daemon listens on port 7433. The default port is **7433**.", doc="a.md", modified="2023-03-01")
+    b = chunk("Since 4.0 the default port is 7500 for new installs.", doc="b.md", modified="2024-09-01")
+    [conflict] = find_conflicts([a, b], newest_rule=True)
+    assert conflict.subject == "port" and conflict.resolved_value == "7500"
+    same = chunk("Note that the default port is 7433.", doc="c.md")
+    assert find_conflicts([a, same], newest_rule=True) == []
+
+
 def test_table_defaults_conflict():
     a = chunk("| Setting | Default |\n|---|---|\n| `max_retries` | 5 |", doc="a.md", modified="2024-01-01")
     b = chunk("| Setting | Default |\n|---|---|\n| `max_retries` | 8 |", doc="b.md", modified="2024-02-01")

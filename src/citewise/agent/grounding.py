@@ -306,6 +306,12 @@ _DEFAULTS_RE = re.compile(
     rf"`?(?P<value>{_SCALAR}|\"[^\"\n]{{1,40}}\")`?",
     re.I,
 )
+# "The default port is 7433", "the default visibility timeout is 30 seconds": numbers and booleans only.
+_DEFAULT_IS_RE = re.compile(
+    rf"\bthe\s+default\s+(?P<key>[a-z][a-z_-]*(?:\s+[a-z][a-z_-]*){{0,2}})\s+(?:is|was|of)\s+"
+    rf"(?:now\s+|still\s+)?\**`?(?P<value>{_SCALAR})`?\**",
+    re.I,
+)
 _UNITS = {
     "ms": "ms", "millisecond": "ms", "milliseconds": "ms",
     "s": "s", "sec": "s", "secs": "s", "second": "s", "seconds": "s",
@@ -364,6 +370,8 @@ def _key_values(text: str) -> list[tuple[str, str]]:
         key = match.group("bkey") or match.group("key")
         if match.group("bkey") or _is_setting_key(key):
             pairs.append((key, match.group("value")))
+    for match in _DEFAULT_IS_RE.finditer(text):
+        pairs.append((match.group("key").lower(), match.group("value")))
     pairs.extend(_table_pairs(text))
     return [(k, v) for k, v in pairs if not re.fullmatch(r"https?|ftp|mailto", k, re.I)]
 
@@ -372,9 +380,10 @@ def find_conflicts(chunks: Sequence[ScoredChunk], *, newest_rule: bool = False) 
     """Settings that different documents among `chunks` give different values.
 
     Conservative on purpose: only setting-shaped keys (`snake_case`, dotted, backticked, config lines, tables with
-    a Default column) with short values count, values are compared after normalising units and booleans ("30
-    seconds" = "30s", "on" = "true"), and differences inside one document are not conflicts. With `newest_rule`
-    the value of the newest dated document wins (no winner when the newest date itself disagrees).
+    a Default column, "the default <thing> is <number>") with short values count, values are compared after
+    normalising units and booleans ("30 seconds" = "30s", "on" = "true"), and differences inside one document are
+    not conflicts. With `newest_rule` the value of the newest dated document wins (no winner when the newest date
+    itself disagrees).
     """
     by_key: dict[str, dict[tuple[str, str], ConflictValue]] = {}
     subjects: dict[str, str] = {}
