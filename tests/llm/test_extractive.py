@@ -244,3 +244,9 @@ def test_structured_style_never_quotes_code_blocks():
         "How do I create a queue?", [(1, CREATE)], max_sentences=4, min_score=0.3, style=AnswerStyle.STRUCTURED
     )
     assert "```" not in answer.text and not answer.refused
+
+
+def test_refuses_when_the_only_relevant_sentence_is_a_lead_in():
+    lead_in = chunk("To rotate the journal keys, run the following steps:\n\nNothing else here at all.", "k.md")
+    answer = compose_quote_answer("How do I rotate the journal keys?", [(1, lead_in)], min_score=0.3)
+    assert answer.refused and answer.text == REFUSAL_TEXT

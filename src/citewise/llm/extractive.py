@@ -329,6 +329,8 @@ def compose_quote_answer(
             chosen.append(sentence)
         else:
             rest.append(sentence)
+    if not chosen:
+        return _refuse("The only relevant sentences introduce material the passages don't include.")
     top = chosen[0]
     chosen.sort(key=lambda s: (s.slot, s.start))
 
