@@ -64,6 +64,7 @@ def create_app(
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        state.fresh_locks()  # asyncio locks belong to one event loop: a restarted app may run on a new one
         async with open_checkpointer(settings) as saver:
             state.checkpointer = saver
             if state.citewise is not None and getattr(state.citewise, "checkpointer", None) is None:
@@ -71,7 +72,10 @@ def create_app(
             try:
                 yield
             finally:
+                # The saver closes with this block: no agent may keep using it (a restarted app gets a new one).
                 state.checkpointer = None
+                if state.citewise is not None and state.citewise.checkpointer is saver:
+                    state.citewise.checkpointer = None
 
     app = FastAPI(
         title="Citewise",

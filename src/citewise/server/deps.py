@@ -42,6 +42,10 @@ class ServerState:
     write_lock: asyncio.Lock = field(default_factory=asyncio.Lock)
     _build_lock: asyncio.Lock = field(default_factory=asyncio.Lock)
 
+    def fresh_locks(self) -> None:
+        self.write_lock = asyncio.Lock()
+        self._build_lock = asyncio.Lock()
+
     async def agent(self) -> Citewise:
         """The app's Citewise, built once (in a worker thread: importing the agent stack takes a moment)."""
         if self.citewise is not None:
