@@ -179,3 +179,19 @@ def test_client_disconnect_cancels_the_run(agent_app, live_server):
             lambda: "citewise_stream_disconnects_total 1.0" in client.get("/metrics").text, "the disconnect metric"
         )
     assert model.remaining == 1  # nothing after the cancelled call ran
+
+
+def test_tokens_after_the_last_reprompt_are_the_final_draft(agent_app, live_server):
+    bad = "Run `orbitron pool --pin 99` to pin the pool [1]."  # a command no source contains: sent back
+    model = ScriptedChatModel([PLAN, bad, WORKER_ANSWER])
+    server = live_server(agent_app(model))
+    events = stream(server.url, {"question": WORKER_QUESTION, "mode": "agent"})
+    answer = check_framing(events)
+    assert answer["exit_reason"] == "COMPLETED"
+    resets = [i for i, e in enumerate(events) if e.event == "trace" and e.json()["type"] in ("reprompt", "tool_call")]
+    reprompts = [i for i in resets if events[i].json()["type"] == "reprompt"]
+    assert reprompts, "the validator should have sent the first draft back"
+    before = "".join(e.json()["text"] for e in events[: reprompts[0]] if e.event == "token")
+    after = "".join(e.json()["text"] for e in events[resets[-1] :] if e.event == "token")
+    assert before == bad
+    assert after == WORKER_ANSWER
