@@ -195,3 +195,15 @@ def test_tokens_after_the_last_reprompt_are_the_final_draft(agent_app, live_serv
     after = "".join(e.json()["text"] for e in events[resets[-1] :] if e.event == "token")
     assert before == bad
     assert after == WORKER_ANSWER
+
+
+def test_json_protocol_actions_are_not_streamed_as_answer_text(agent_app, live_server):
+    final = json.dumps({"type": "final", "answer": WORKER_ANSWER, "used_citations": [1], "insufficiencies": []})
+    model = ScriptedChatModel([PLAN, final], supports_tools=False)  # like the local SmolLM2
+    server = live_server(agent_app(model))
+    events = stream(server.url, {"question": WORKER_QUESTION, "mode": "agent"})
+    answer = check_framing(events)
+    assert answer["exit_reason"] == "COMPLETED", answer
+    tokens = "".join(e.json()["text"] for e in events if e.event == "token")
+    assert '"type"' not in tokens and "{" not in tokens
+    assert "twelve threads" in answer["answer"]

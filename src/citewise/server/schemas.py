@@ -11,6 +11,7 @@ from citewise.types import AnswerStyle
 
 MAX_MESSAGE_CHARS = 10_000
 MAX_SELECTED_TEXT_CHARS = 10_000
+MAX_HISTORY_TURNS = 100  # the agent keeps only what fits agent.max_context_chars anyway
 
 
 class HistoryMessage(BaseModel):
@@ -36,7 +37,9 @@ class AgentRequest(BaseModel):
     style: AnswerStyle | None = Field(None, description='"default" or "structured".')
     session_id: uuid.UUID | None = Field(None, description="Continue this conversation (a new one when omitted).")
     history: list[HistoryMessage] | None = Field(
-        None, description="Earlier turns, for clients that keep the conversation themselves instead of a session."
+        None,
+        max_length=MAX_HISTORY_TURNS,
+        description="Earlier turns, for clients that keep the conversation themselves instead of a session.",
     )
 
 
