@@ -250,3 +250,26 @@ def test_refuses_when_the_only_relevant_sentence_is_a_lead_in():
     lead_in = chunk("To rotate the journal keys, run the following steps:\n\nNothing else here at all.", "k.md")
     answer = compose_quote_answer("How do I rotate the journal keys?", [(1, lead_in)], min_score=0.3)
     assert answer.refused and answer.text == REFUSAL_TEXT
+
+
+WIKI = chunk(
+    "The `` Rammer Jammer Cheer '' is a traditional cheer . The lyrics originate from The Rammer - Jammer , a student "
+    "magazine in the 1920s . The term `` yellowhammer '' was used for soldiers from Alabama . Cardinals 3 -- 0 .",
+    "wiki.txt",
+    dense=0.7,
+    title="Rammer Jammer 1925",
+)
+
+
+@pytest.mark.parametrize("style", list(AnswerStyle))
+def test_sources_with_odd_quoting_still_ground_and_validate(style):
+    question = "Where do the rammer jammer lyrics and the term yellowhammer come from? Cardinals score"
+    answer = compose_quote_answer(question, [(1, WIKI)], max_sentences=4, min_score=0.3, style=style)
+    assert not answer.refused
+    text, [citation] = ground(answer.text, {1: WIKI})
+    assert text == answer.text
+    assert len(citation.quote_spans) == len(re.findall(r"\[1\]", answer.text))
+    result = validate_answer(
+        answer.text, sources={1: WIKI}, opened={WIKI.chunk_id}, searches=1, constraints=Constraints(exact_quote=True)
+    )
+    assert result.ok, result.errors  # the title in a structured heading is source text too

@@ -20,6 +20,7 @@ from pydantic import BaseModel, Field
 from citewise.agent.constraints import Constraints
 from citewise.agent.grounding import (
     MARKER_RE,
+    SENTENCE_END_RE,
     cited_numbers,
     claims_before_markers,
     find_span,
@@ -29,6 +30,7 @@ from citewise.agent.grounding import (
 from citewise.types import REFUSAL_TEXT, ScoredChunk
 
 MAX_ERRORS = 8
+MIN_VERBATIM_CHARS = 20  # shorter "claims" ("Port 7433") are checked term by term instead
 
 
 class ValidationResult(BaseModel):
@@ -217,13 +219,29 @@ def _heading_present(text: str, section: str) -> bool:
     )
 
 
-def _claims_verbatim(text: str, sources: Mapping[int, ScoredChunk]) -> bool:
-    """True when some claim directly before a marker is a verbatim passage of the source it cites."""
+def _verbatim_parts(text: str, sources: Mapping[int, ScoredChunk]) -> list[str]:
+    """The claims (or sentences of claims) directly before a marker that the cited source contains verbatim."""
+    parts: list[str] = []
     for n, claim in claims_before_markers(text):
         chunk = sources.get(n)
-        if chunk is not None and len(claim) >= 20 and find_span(chunk.text, claim):
-            return True
-    return False
+        if chunk is None or len(claim) < MIN_VERBATIM_CHARS:
+            continue
+        if find_span(chunk.text, claim):
+            parts.append(claim)
+            continue
+        for sentence in SENTENCE_END_RE.split(claim):
+            if len(sentence) >= MIN_VERBATIM_CHARS and find_span(chunk.text, sentence):
+                parts.append(sentence)
+    return parts
+
+
+def _without(text: str, parts: list[str]) -> str:
+    """`text` with each part blanked out once (same length, so nothing else moves)."""
+    for part in parts:
+        start = text.find(part)
+        if start >= 0:
+            text = text[:start] + re.sub(r"[^\n]", " ", part) + text[start + len(part) :]
+    return text
 
 
 def validate_answer(
@@ -275,13 +293,15 @@ def validate_answer(
             f"The question asks to open at least {constraints.min_opened} sources; {len(opened)} opened. "
             "Use open_citation on the most relevant results."
         )
+    verbatim = _verbatim_parts(text, sources)
+    unquoted = _without(text, verbatim)  # what is left once the verbatim passages are set aside
     if constraints.exact_quote:
         pool = [c for c in sources.values() if c.chunk_id in opened] or list(sources.values())
-        quotes = quoted_strings(text) + [
-            line.lstrip("> ").strip() for line in text.split("\n") if line.lstrip().startswith(">")
+        quotes = quoted_strings(unquoted) + [
+            line.lstrip("> ").strip() for line in unquoted.split("\n") if line.lstrip().startswith(">")
         ]
         quotes = [MARKER_RE.sub("", q).strip() for q in quotes if MARKER_RE.sub("", q).strip()]
-        if not quotes and not _claims_verbatim(text, sources):
+        if not quotes and not verbatim:
             errors.append('The question asks for an exact quote; copy the words from an opened source in "quotes".')
         for quote in quotes:
             if not any(chunk.text.find(quote) >= 0 or find_span(chunk.text, quote) for chunk in pool):
@@ -293,10 +313,11 @@ def validate_answer(
         if not _heading_present(text, section):
             errors.append(f'Add a section headed "{section}"; the question asks for it.')
 
-    # 3. grounded claims
-    haystack = _Haystack(c.text for c in sources.values())
+    # 3. grounded claims. What the answer quotes verbatim from the source it cites is grounded by definition, and
+    # is not picked apart: a source's own odd quoting (``like this'') would otherwise look like code or a quote.
+    haystack = _Haystack(part for c in sources.values() for part in (c.text, c.title, c.chapter, c.filename))
     allowed = _Haystack([question]) if question else None
-    for term in extract_terms(text):
+    for term in extract_terms(unquoted):
         if haystack.contains(term) or (allowed is not None and allowed.contains(term)):
             continue
         if phrase and term.kind == "quote" and term.text.strip().lower() == phrase.lower():
