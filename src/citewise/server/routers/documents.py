@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import os
 import re
+import shutil
 import tempfile
 import uuid
 from pathlib import Path, PurePosixPath, PureWindowsPath
@@ -147,7 +148,9 @@ async def upload(
 
     target = _upload_dir(settings, caller.owner)
     async with state.write_lock:
-        paths = [await _store(upload, target / name) for upload, name in zip(files, names, strict=True)]
+        paths = [
+            await asyncio.to_thread(_store, upload, target / name) for upload, name in zip(files, names, strict=True)
+        ]
         report = await asyncio.to_thread(_ingest, state, caller.owner, paths)
     records = [state.kb.registry.get(make_doc_id(p.as_posix())) for p in paths]
     return UploadResult(
@@ -158,14 +161,15 @@ async def upload(
     )
 
 
-async def _store(upload: UploadFile, path: Path) -> Path:
-    """Write-then-rename, so a reader (or a crash) never sees half a file."""
+def _store(upload: UploadFile, path: Path) -> Path:
+    """Write-then-rename, so a reader (or a crash) never sees half a file. Runs in a worker thread: copying a large
+    upload must not stall the event loop."""
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".upload-")
     try:
+        upload.file.seek(0)
         with os.fdopen(fd, "wb") as out:
-            while chunk := await upload.read(1024 * 1024):
-                out.write(chunk)
+            shutil.copyfileobj(upload.file, out, 1024 * 1024)
         os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
