@@ -95,7 +95,7 @@ def main() -> None:
             sys.stderr.write(done.stderr[-4000:])
             raise SystemExit(f"citewise eval answers failed (exit {done.returncode})")
         report = json.loads(done.stdout.strip().splitlines()[-1])
-    shown = " ".join(["citewise", *command[1:]]).replace(str(jsonl), "clapnq_dev.jsonl")
+    shown = " ".join(["citewise", *command[1:]]).replace(str(jsonl), "clapnq_dev.jsonl").replace(f"{ROOT}/", "")
     path = write_result(
         "answers_clapnq",
         {"command": shown, "converted": counts, "wall_s": round(time.perf_counter() - started, 1), **report},

@@ -422,7 +422,8 @@ def peers_section(r: dict | None) -> list[str]:
         "ingest pipeline; LangChain `index()` with a record manager; LlamaIndex `IngestionPipeline` with a docstore), "
         "so a re-run skips unchanged documents in all three. Citewise's queries are hybrid (embedding + BM25, fused), "
         "its default; the peers' are pure vector search. Citewise runs the model on ONNX Runtime, the peers on "
-        "torch, which is most of the memory difference.",
+        "torch (sentence-transformers). Peak RSS is the worker's whole life: model, Somnia index and queries, and "
+        "the two BEIR indexes built after them.",
         "",
     ]
     return lines
