@@ -189,3 +189,13 @@ def test_protocol_model_unparseable_twice_is_invalid_tool_call(make_agent):
     assert answer.exit_reason == ExitReason.INVALID_TOOL_CALL
     assert model.remaining == 0
     assert "JSON" in model.calls[-1][-1].content  # the one reprompt asked for a JSON action
+
+
+def test_tool_call_after_the_budget_is_spent_is_ignored(make_agent):
+    searches = [call("search_docs", query=f"worker pool threads {i}") for i in range(4)]
+    model = scripted(*searches, call("search_docs", query="one more, please"), WORKER_ANSWER)
+    answer = make_agent(model, agent={"max_turns": 10}).ask(WORKER_QUESTION)
+    assert answer.exit_reason == ExitReason.MAX_TOOL_CALLS_REACHED
+    assert answer.status == Status.SUCCESS
+    assert not any(e.type == "tool_result" and e.data.get("query") == "one more, please" for e in answer.trace)
+    assert model.remaining == 0

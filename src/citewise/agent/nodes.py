@@ -359,9 +359,11 @@ class AgentNodes:
         # The system prompt goes in after trimming, so it is never what gets cut.
         messages = [SystemMessage(content=system), *kept]
         try:
+            # Tools stay bound even when no more calls are allowed: some vendors reject a history holding tool calls
+            # without tool definitions. A call made anyway is ignored (the prompt says the budget is spent).
             reply = await client.ainvoke(
                 messages,
-                tools=None if force_final else tools,
+                tools=tools,
                 timeout=self.settings.generation.chat_timeout_s,
                 config=config,
             )
