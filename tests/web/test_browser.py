@@ -351,3 +351,66 @@ def test_rate_limit_is_retried_and_a_full_context_offers_start_over(browser, scr
     assert page.evaluate("document.activeElement.id") == "question"
     assert page.errors == []
     page.close()
+
+
+def test_sse_reader_handles_frames_split_anywhere(browser, server):
+    """The page's own SSE parser (api.js), fed byte chunks cut mid-line, between CR and LF, and inside a multi-byte
+    character, with a comment line and a multi-line data field."""
+    page = open_page(browser, server)
+    events = page.evaluate(
+        """async () => {
+            const { readEvents } = await import('/api.js');
+            const bytes = new TextEncoder().encode(
+                'event: token\\r\\ndata: {"text":"café"}\\r\\n\\r\\n: keep-alive\\n\\ndata: one\\ndata: two\\n\\n' +
+                'event: complete\\rdata: {}\\r\\r');
+            const cuts = [3, 13, 14, 30, 31, 40, 58, bytes.length];
+            const body = new ReadableStream({ start(c) {
+                let at = 0;
+                for (const cut of cuts) { c.enqueue(bytes.slice(at, cut)); at = cut; }
+                c.close();
+            } });
+            const out = [];
+            for await (const ev of readEvents(body)) out.push([ev.event, ev.data]);
+            return out;
+        }"""
+    )
+    assert events == [["token", '{"text":"café"}'], ["message", "one\ntwo"], ["complete", "{}"]]
+    page.close()
+
+
+def test_passage_highlight_uses_code_point_offsets_across_markdown(browser, server):
+    """quote_spans are Python (code point) offsets: an emoji before the span must not shift it, and a quote that
+    crosses **bold** is highlighted piece by piece; a span inside a link target falls back to plain text."""
+    page = open_page(browser, server)
+    text = "😀 Intro line.\n\n## Ports\n\nThe daemon listens on port **7433** by default. Other text.\n"
+    quote = "The daemon listens on port **7433** by default."
+    start = text.index(quote)
+    heading = text.index("## Ports")
+    result = page.evaluate(
+        """async ([text, spans]) => {
+            const { renderPassage } = await import('/render.js');
+            const el = document.createElement('div');
+            renderPassage(el, text, spans);
+            return { marks: [...el.querySelectorAll('mark')].map((m) => m.textContent),
+                     heading: el.querySelector('h2')?.textContent ?? null, plain: el.classList.contains('plain') };
+        }""",
+        [text, [[start, start + len(quote)], [heading, heading + len("## Ports")]]],
+    )
+    assert "".join(result["marks"]) == "PortsThe daemon listens on port 7433 by default."
+    assert result["heading"] == "Ports"  # the span started at "## ": the heading still renders as one
+    assert result["plain"] is False
+
+    link_text = "See [the guide](https://example.com/guide) for more."
+    inside_url = link_text.index("example")
+    plain = page.evaluate(
+        """async ([text, spans]) => {
+            const { renderPassage } = await import('/render.js');
+            const el = document.createElement('div');
+            renderPassage(el, text, spans);
+            return { marks: [...el.querySelectorAll('mark')].map((m) => m.textContent),
+                     plain: el.classList.contains('plain') };
+        }""",
+        [link_text, [[inside_url, inside_url + len("example")]]],
+    )
+    assert plain == {"marks": ["example"], "plain": True}
+    page.close()

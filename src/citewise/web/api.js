@@ -39,14 +39,14 @@ export async function* readEvents(body) {
   let id = null;
   const lineEnd = /\r\n|\r|\n/;
   try {
-    for (;;) {
+    for (let ended = false; !ended; ) {
       const { value, done } = await reader.read();
-      if (done) break;
-      buffer += value;
+      ended = done;
+      buffer += value ?? "";
       for (;;) {
         const m = lineEnd.exec(buffer);
-        // A lone trailing "\r" may be the first half of "\r\n": wait for the next chunk.
-        if (!m || (m[0] === "\r" && m.index === buffer.length - 1)) break;
+        // A lone trailing "\r" may be the first half of "\r\n": wait for the next chunk (unless there is none).
+        if (!m || (m[0] === "\r" && m.index === buffer.length - 1 && !ended)) break;
         const line = buffer.slice(0, m.index);
         buffer = buffer.slice(m.index + m[0].length);
         if (line === "") {
