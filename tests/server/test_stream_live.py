@@ -89,6 +89,11 @@ def test_cache_hit_sends_complete_without_tokens(agent_app, live_server, tmp_pat
     assert not any(e.event == "token" for e in second)
     assert check_framing(second)["answer"] == check_framing(first)["answer"]
     assert [e.event for e in second if e.event != "trace"][-1] == "complete"
+    assert check_framing(second)["cached"] is True and check_framing(first)["cached"] is False
+    with httpx.Client(base_url=server.url) as client:
+        metrics = client.get("/metrics").text
+    assert 'citewise_llm_cache_total{result="hit"} 1.0' in metrics
+    assert "citewise_llm_cache_hit_ratio 0.5" in metrics
 
 
 def test_llm_failure_ends_with_complete_carrying_the_exit_reason(agent_app, live_server):
