@@ -368,6 +368,11 @@ def peers_section(r: dict | None) -> list[str]:
         row("Chunks (Somnia docs)", lambda s: s["chunks"], "{:d}"),
         row("Model load (not in ingest)", lambda s: s["model_load_s"], "{:.1f} s"),
         row("First ingest", lambda s: s["first_ingest_s"], "{:.1f} s"),
+        *(
+            [row("First ingest, CPU time (all threads)", lambda s: s["first_ingest_cpu_s"], "{:.1f} s")]
+            if all("first_ingest_cpu_s" in s for s in systems.values())
+            else []
+        ),
         row("Unchanged re-ingest", lambda s: s["reingest_s"], "{:.3f} s"),
         row("Chunks re-embedded on re-ingest", lambda s: s["reingest_reembedded"], "{:d}"),
         row("Query p50 (top 5)", lambda s: s["query_latency"]["p50_ms"], "{:.1f} ms"),
