@@ -100,8 +100,10 @@ def test_llm_failure_ends_with_complete_carrying_the_exit_reason(agent_app, live
     from citewise.errors import RateLimited
 
     server = live_server(agent_app(ScriptedChatModel([RateLimited("429 from vendor")] * 40)))
-    answer = check_framing(stream(server.url, {"question": WORKER_QUESTION, "mode": "agent"}))
+    events = stream(server.url, {"question": WORKER_QUESTION, "mode": "agent"})
+    answer = check_framing(events)
     assert answer["exit_reason"] == "RATE_LIMITED" and answer["retryable"] is True and answer["status"] == "error"
+    assert not any(e.event == "token" for e in events)  # the message to show comes with `complete`
 
 
 def test_a_run_that_raises_ends_with_one_error_event(agent_app, live_server, tmp_path, embedder):
@@ -212,3 +214,4 @@ def test_json_protocol_actions_are_not_streamed_as_answer_text(agent_app, live_s
     tokens = "".join(e.json()["text"] for e in events if e.event == "token")
     assert '"type"' not in tokens and "{" not in tokens
     assert "twelve threads" in answer["answer"]
+    assert tokens == answer["answer"]  # held back while written, sent once it was read

@@ -22,14 +22,13 @@ from citewise.errors import RateLimited
 from citewise.server.deps import CallerDep, StateDep, agent_session_id, answer_json
 from citewise.server.http_errors import map_error
 from citewise.server.schemas import AgentRequest
-from citewise.types import Answer, ExitReason, TraceEvent
+from citewise.types import Answer, ExitReason, Status, TraceEvent
 
 log = logging.getLogger(__name__)
 router = APIRouter(prefix="/api/agent", tags=["agent"])
 
 # The graph node whose model calls write the answer; tokens from other nodes (the planner) are not answer text.
 ANSWER_NODE = "llm"
-QUOTE_MODE = "extractive"
 _WORD = re.compile(r"\s*\S+\s*|\s+")
 
 
@@ -117,9 +116,10 @@ async def stream(
             return
         state.metrics.observe_answer(answer)
         log_failure(answer, session_id)
-        if not tokens.sent and not answer.cached and answer.mode == QUOTE_MODE:
-            # Quote mode has no model to stream from: send its answer as word-sized tokens, so every live answer
-            # arrives the same way. (A cache hit sends none: it is complete at once.)
+        if not tokens.sent and not answer.cached and answer.status != Status.ERROR:
+            # Nothing streamed the answer (quote mode has no model, a JSON-protocol model's text was held back, a
+            # greeting is canned): send it as word-sized tokens, so every live answer arrives the same way. A cache
+            # hit sends none (it is complete at once), nor does a failed run (its message comes with `complete`).
             for word in _WORD.findall(answer.answer):
                 yield ServerSentEvent(event="token", data={"text": word})
         for citation in answer.citations:
