@@ -138,7 +138,7 @@ async def stream(
 
 class _TokenFilter:
     """Decides which model tokens are answer text. A model without native tool calling writes JSON actions
-    (`{"type": "final", ...}`); those are held back, and its answer arrives with `complete`."""
+    (`{"type": "final", ...}`); those are held back, and the answer they carry is sent once the run has read it."""
 
     def __init__(self) -> None:
         self.sent = 0
