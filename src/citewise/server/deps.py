@@ -60,14 +60,14 @@ class ServerState:
         return self.citewise
 
 
-def get_state(request: Request) -> ServerState:
+async def get_state(request: Request) -> ServerState:
     return request.app.state.citewise
 
 
 StateDep = Annotated[ServerState, Depends(get_state)]
 
 
-def get_caller(request: Request, state: StateDep) -> Caller:
+async def get_caller(request: Request, state: StateDep) -> Caller:
     """Authenticate (401) and rate-limit (429 + Retry-After) one API request."""
     caller = resolve_caller(request, state.settings.api_keys)
     # Per key when keys are on; per client address otherwise, so one local script can't starve the page.
