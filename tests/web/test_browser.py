@@ -169,7 +169,8 @@ def test_answer_streams_with_citations_and_opens_the_quoted_passage(browser, ser
     before_complete = [e for e in events[: names.index("complete")] if e["name"] == "token"]
     assert len(before_complete) >= 2, f"expected several token events before complete, got {events}"
     lengths = [e["chars"] for e in before_complete]
-    assert lengths == sorted(lengths) and lengths[-1] > lengths[0] > 0
+    # Not necessarily monotonic (closing a multi-word **bold** hides its asterisks), but it grows.
+    assert lengths[-1] > lengths[0] > 0
     streaming = [e for e in events if e["name"] == "state" and e["state"] == "streaming"]
     assert streaming, "the answer never entered the streaming state"
 
@@ -332,7 +333,9 @@ def test_rate_limit_is_retried_and_a_full_context_offers_start_over(browser, scr
     page.click("#settings-open")
     page.select_option("#mode", "agent")
     page.click("#settings-save")
-    assert page.evaluate("JSON.parse(localStorage.getItem('citewise.settings')).mode") == "agent"
+    # The dialog's close event (which saves) is dispatched in a later task than the click.
+    page.wait_for_function("JSON.parse(localStorage.getItem('citewise.settings') || '{}').mode === 'agent'")
+    assert page.locator("#settings").is_hidden()
 
     ask(page, ANSWERABLE)
     answer = last_answer(page, "error")
