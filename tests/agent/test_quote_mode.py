@@ -163,3 +163,15 @@ def test_astream_events_ends_with_the_final_state_and_matches_ask(make_agent):
     traces = [e["data"] for e in events if e["event"] == "on_custom_event" and e["name"] == "trace"]
     assert [t["type"] for t in traces] == [t.type for t in streamed.trace]
     assert "on_chat_model_stream" not in kinds  # no model in quote mode
+
+
+def test_sync_ask_works_inside_a_running_event_loop(make_agent):
+    agent = make_agent()
+
+    async def from_async_code():
+        sync = agent.ask(WORKER_QUESTION)  # e.g. a notebook cell or a sync callback inside an async app
+        return sync, await agent.aask(WORKER_QUESTION)
+
+    sync, native = asyncio.run(from_async_code())
+    assert sync.status == Status.SUCCESS
+    assert comparable(sync) == comparable(native)
