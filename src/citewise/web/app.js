@@ -353,10 +353,17 @@ function appendUserMessage(question, selected) {
   els.messages.append(msg);
 }
 
-function scrollToEnd() {
-  const nearBottom = window.innerHeight + window.scrollY >= document.body.scrollHeight - 160;
-  if (nearBottom) window.scrollTo({ top: document.body.scrollHeight });
-}
+// Follow the conversation as it grows (tokens, notices, sources) while the reader is at the bottom; once they
+// scroll up to read, leave the page where they put it.
+let pinnedToEnd = true;
+window.addEventListener(
+  "scroll",
+  () => (pinnedToEnd = window.innerHeight + window.scrollY >= document.documentElement.scrollHeight - 80),
+  { passive: true },
+);
+new ResizeObserver(() => {
+  if (pinnedToEnd) window.scrollTo({ top: document.documentElement.scrollHeight });
+}).observe(els.messages);
 
 function setBusy(busy) {
   els.send.classList.toggle("is-stop", busy);
@@ -372,7 +379,8 @@ async function ask(question, selected = null) {
   views.set(view.root, view);
   els.messages.append(view.root);
   view.setState("thinking");
-  window.scrollTo({ top: document.body.scrollHeight });
+  pinnedToEnd = true; // asking is a request to see the answer
+  window.scrollTo({ top: document.documentElement.scrollHeight });
   await runAnswer(view);
 }
 
@@ -399,10 +407,7 @@ async function runAnswer(view) {
           signal: controller.signal,
           handlers: {
             onTrace: (ev) => view.onTrace(ev),
-            onToken: (t) => {
-              view.onToken(t);
-              scrollToEnd();
-            },
+            onToken: (t) => view.onToken(t),
             onCitation: (c) => view.onCitation(c),
           },
         });
