@@ -235,7 +235,9 @@ class LangChainWorker:
                 for p in sorted(docs.rglob("*.md"))
             ]
             chunks = splitter.split_documents(pages)
-            result = index(chunks, records, store, cleanup="incremental", source_id_key="source", batch_size=BATCH)
+            # index()'s default batch (100 chunks). Incremental cleanup runs after each batch and deletes the
+            # source's chunks not yet refreshed, so a page straddling two batches is re-embedded on every run.
+            result = index(chunks, records, store, cleanup="incremental", source_id_key="source")
             return len(chunks), result
 
         chunks, _ = run()
@@ -394,6 +396,9 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--systems", nargs="+", choices=SYSTEMS, default=list(SYSTEMS))
     parser.add_argument("--skip-install", action="store_true", help="use bench/.peers-venv as it is")
+    parser.add_argument(
+        "--merge", action="store_true", help="keep the other systems' results from bench/results/peers.json"
+    )
     parser.add_argument("--worker", choices=SYSTEMS, help=argparse.SUPPRESS)
     parser.add_argument("--job", type=Path, help=argparse.SUPPRESS)
     parser.add_argument("--prepare-citewise", action="store_true", help=argparse.SUPPRESS)
@@ -445,6 +450,7 @@ def main() -> None:
                 raise SystemExit(f"{system} worker failed (exit {done.returncode})")
             result = json.loads(done.stdout.strip().splitlines()[-1])
             result["wall_s"] = round(time.perf_counter() - started, 1)
+            result["measured_at"] = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
             result["load_average_before"] = load_before
             result["load_average_after"] = round(os.getloadavg()[0], 2)
             result["quality"] = {
@@ -461,6 +467,9 @@ def main() -> None:
                 flush=True,
             )
 
+    if args.merge and (RESULTS / "peers.json").is_file():
+        previous = json.loads((RESULTS / "peers.json").read_text())["systems"]
+        systems = {name: systems.get(name) or previous[name] for name in SYSTEMS if name in systems or name in previous}
     ratios = {}
     if "citewise" in systems:
         cw = systems["citewise"]
