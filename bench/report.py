@@ -345,7 +345,9 @@ def peers_section(r: dict | None) -> list[str]:
     names = list(systems)
     label = {"citewise": "Citewise", **PEERS}
     loads = ", ".join(
-        f"{label[n]} {s['load_average_before']:.1f} → {s['load_average_after']:.1f}" for n, s in systems.items()
+        f"{label[n]} {s['load_average_before']:.1f} → {s['load_average_after']:.1f}"
+        + (f" ({s['measured_at']})" if s.get("measured_at") else "")
+        for n, s in systems.items()
     )
     versions = ", ".join(f"{k} {v}" for k, v in sorted(setup.get("peer_versions", {}).items()))
     lines += [
