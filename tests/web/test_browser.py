@@ -120,12 +120,14 @@ def browser() -> Iterator[object]:
         browser.close()
 
 
-def open_page(browser, server, *, width: int = 1280, height: int = 860):
+def open_page(browser, server, *, width: int = 1280, height: int = 860, mode: str | None = None):
     page = browser.new_page(viewport={"width": width, "height": height})
     errors: list[str] = []
     page.on("pageerror", lambda exc: errors.append(str(exc)))
     page.on("console", lambda msg: errors.append(msg.text) if msg.type == "error" else None)
     page.add_init_script(RECORDER)
+    if mode:  # what the settings dialog would have stored
+        page.add_init_script(f"localStorage.setItem('citewise.settings', JSON.stringify({{mode: '{mode}'}}))")
     page.goto(server.url + "/")
     page.wait_for_selector("body[data-ready='1']")
     page.errors = errors
@@ -416,4 +418,45 @@ def test_passage_highlight_uses_code_point_offsets_across_markdown(browser, serv
         [link_text, [[inside_url, inside_url + len("example")]]],
     )
     assert plain == {"marks": ["example"], "plain": True}
+    page.close()
+
+
+@pytest.fixture
+def drafting_server(indexed, tmp_path) -> Iterator[LiveServer]:
+    """Agent mode: the model first writes a sentence and searches again (so that text was only a draft), then
+    answers. Spare copies of the answer cover a validator re-prompt."""
+    from langchain_core.messages import AIMessage
+
+    from citewise.agent.runner import Citewise
+    from citewise.llm.testing import ScriptedChatModel
+    from citewise.settings import AgentSettings, GenerationSettings
+
+    settings = quiet_settings(
+        tmp_path / "home",
+        agent=AgentSettings(max_context_chars=60_000),
+        generation=GenerationSettings(llm_retries=0, llm_retry_wait_s=0, cache=False),
+    )
+    search = {"name": "search_docs", "args": {"query": "orbitron daemon default port"}, "id": "call_1"}
+    final = "The daemon listens on port **7433** by default [1]."
+    model = ScriptedChatModel(
+        ["", AIMessage(content="Let me look at the installation guide first.", tool_calls=[search]), final, final]
+    )
+    with LiveServer(create_app(settings, citewise=Citewise(settings, kb=indexed, chat_model=model))) as live:
+        yield live
+
+
+def test_a_draft_is_discarded_when_the_model_searches_again(browser, drafting_server):
+    page = open_page(browser, drafting_server, mode="agent")
+    ask(page, ANSWERABLE)
+    answer = last_answer(page, "done")
+    events = recorded(page)
+    states = [e["state"] for e in events if e["name"] == "state"]
+    # thinking → streaming (the draft) → thinking (tool_call: draft dropped) → streaming (the answer) → done
+    assert states[:4] == ["thinking", "streaming", "thinking", "streaming"], states
+    assert states[-1] == "done"
+    text = answer.locator(".answer").inner_text()
+    assert "7433" in text
+    assert "Let me look" not in text
+    assert answer.locator("button.cite").count() >= 1
+    assert page.errors == []
     page.close()

@@ -90,23 +90,31 @@ const sleep = (ms, signal) =>
 // ---------------------------------------------------------------------------------------------------------------
 
 const TRACE_LABELS = {
-  plan: "Planning the search",
+  guard: "Checking the question",
   constraints: "Reading the question's requirements",
+  plan: "Planning the search",
   tool_call: "Searching the docs",
   tool_result: "Reading the results",
+  compose: "Choosing the sentences to quote",
+  draft: "Writing the answer",
   validation: "Checking every claim against its source",
   reprompt: "Revising the answer",
+  generation_failure: "Asking the model again",
+  forced_synthesis: "Writing the answer from what was found",
+  grounded: "Numbering the citations",
   retrieval_failure: "The index did not answer",
   fallback: "Switching to a fallback model",
-  guard: "Checking the question",
 };
+
+// Trace steps after which the text streamed so far was only a draft: the model is searching again or rewriting.
+const DRAFT_DISCARDED = new Set(["tool_call", "reprompt", "generation_failure"]);
 
 function traceLabel(ev) {
   const input = ev?.data?.input ?? ev?.data?.args ?? {};
   const query = ev?.data?.query ?? input.query;
   if (ev.type === "tool_call" && query) return `Searching for “${String(query).slice(0, 80)}”`;
   const tool = ev?.data?.tool ?? ev?.data?.name;
-  if (ev.type === "tool_call" && tool === "open") return "Opening a cited passage";
+  if (ev.type === "tool_call" && tool === "open_citation") return "Opening a cited passage";
   return TRACE_LABELS[ev.type] ?? "Working";
 }
 
@@ -199,6 +207,12 @@ class AssistantMessage {
     this.traceList.append(li);
     this.trace.querySelector("summary").textContent = `Trace · ${this.traceCount} step${this.traceCount === 1 ? "" : "s"}`;
     this.trace.hidden = false;
+    if (DRAFT_DISCARDED.has(ev.type) && this.tokens) {
+      this.text = "";
+      this.tokens = 0;
+      this.body.replaceChildren();
+      this.setState("thinking");
+    }
     if (this.root.dataset.state === "thinking") this.thinkingLabel.textContent = traceLabel(ev);
   }
 
