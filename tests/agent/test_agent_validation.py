@@ -87,3 +87,26 @@ def test_rag_metadata_is_stripped_from_the_answer(make_agent):
     answer = make_agent(model).ask(WORKER_QUESTION)
     assert "Similarity score" not in answer.answer and "chunk_" not in answer.answer
     assert answer.status == Status.SUCCESS
+
+
+def test_required_sections_are_enforced(make_agent):
+    question = WORKER_QUESTION + " Include sections Summary and Steps."
+    fixed = f"## Summary\n{WORKER_ANSWER}\n\n## Steps\n- Set `worker_threads = 12` in the config file [1]."
+    model = scripted(WORKER_ANSWER, fixed)
+    answer = make_agent(model).ask(question)
+    (errors,) = _reprompts(answer)
+    assert any("Summary" in e or "Steps" in e for e in errors)
+    assert answer.status == Status.SUCCESS and "## Steps" in answer.answer
+
+
+def test_exact_quote_must_be_verbatim_from_an_opened_passage(make_agent):
+    question = "Quote the exact sentence about the default size of the worker pool."
+    (doc_id, chunk_id), *_ = _chunk_ids(make_agent, "worker pool threads")
+    paraphrase = 'The docs say "by default there is a thread for every core" [1].'
+    verbatim = 'The docs say "The default is one thread per CPU core." [1]'
+    model = scripted(paraphrase, call("open_citation", doc_id=doc_id, chunk_id=chunk_id), verbatim)
+    answer = make_agent(model).ask(question)
+    (errors,) = _reprompts(answer)
+    assert any("by default there is a thread" in e for e in errors)
+    assert answer.status == Status.SUCCESS and "one thread per CPU core" in answer.answer
+    assert answer.citations[0].quote_spans  # the quoted text is located in the chunk
