@@ -268,7 +268,10 @@ def _run_sync(coro: Any) -> Any:
     """Run a coroutine to completion from sync code, also when this thread already runs an event loop."""
     try:
         asyncio.get_running_loop()
+        in_loop = True
     except RuntimeError:
+        in_loop = False
+    if not in_loop:  # outside the except block, so errors of the run don't carry "no running event loop" along
         return asyncio.run(coro)
     result: dict[str, Any] = {}
 
