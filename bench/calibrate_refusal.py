@@ -8,11 +8,12 @@ small machine). Each question is retrieved with the real hybrid `Retriever` (top
 retrieval gate off so the sweep sees every score; the retrieval gate is re-applied afterwards, as the agent would)
 and the retrievals are cached next to the home.
 
-The sweep: for each (min_score, min_overlap) pair, quote mode's decision is computed for every question exactly as
-the agent makes it (open the best QUOTE_OPEN passages at or above min_score, then `compose_quote_answer`), and
-refusal is scored with the unanswerable questions as the positive class: precision (of the refusals, how many were
-right), recall (of the unanswerable questions, how many were refused) and F1. The chosen point is re-run through
-the real composer, which must agree.
+The sweep: for each (min_score, min_overlap, dense_trade) point — dense_trade lowers the coverage needed by that
+much per unit of cosine the best passage has above min_score, down to the fixed coverage floor — quote mode's
+decision is computed for every question exactly as the agent makes it (open the best QUOTE_OPEN passages at or
+above min_score, then `compose_quote_answer`), and refusal is scored with the unanswerable questions as the
+positive class: precision (of the refusals, how many were right), recall (of the unanswerable questions, how many
+were refused) and F1. The chosen point is re-run through the real composer, which must agree.
 
 A documentation check keeps the choice honest: ClapNQ's unanswerable questions were written against a passage on
 the same topic, so they retrieve close passages too, and the pure F1 optimum sits at a cosine bar documentation
@@ -39,7 +40,7 @@ from citewise.eval.retrieval import BeirDocument, as_parsed_document, load_beir
 from citewise.index.knowledge_base import KnowledgeBase
 from citewise.index.retriever import Retriever
 from citewise.ingest.pipeline import Ingestor
-from citewise.llm.extractive import compose_quote_answer, score_sentences
+from citewise.llm.extractive import DEFAULT_COVERAGE_FLOOR, compose_quote_answer, required_coverage, score_sentences
 from citewise.settings import Settings
 from citewise.types import ScoredChunk, make_doc_id
 
@@ -142,6 +143,10 @@ def somnia_retrievals(rebuild: bool) -> list[dict]:
 
 SCORE_GRID = [round(0.30 + 0.01 * i, 2) for i in range(46)]  # 0.30 … 0.75
 OVERLAP_GRID = [round(0.05 * i, 2) for i in range(15)]  # 0.00 … 0.70
+TRADE_GRID = [0.0, 0.25, 0.5, 0.75, 1.0]  # 0: a fixed coverage bar, whatever the similarity
+# The defaults before the dense trade and the question focus (quote mode refused conversational phrasings), scored
+# by today's composer for comparison.
+PREVIOUS_DEFAULT = {"min_score": 0.44, "min_overlap": 0.30, "dense_trade": 0.0}
 # ClapNQ's near-miss questions reward a high similarity bar that documentation can't clear: doc chunks are longer
 # and cover several things, so an answerable question's best cosine is lower there. The default must not refuse
 # more than this share of answerable Somnia docs questions.
@@ -204,14 +209,24 @@ def _best_coverage(case: Case, opened: list[tuple[int, ScoredChunk]], cache: dic
     return cache[key]
 
 
-def _refused(case: Case, min_score: float, min_overlap: float, cache: dict) -> bool:
+def _refused(
+    case: Case,
+    min_score: float,
+    min_overlap: float,
+    dense_trade: float,
+    cache: dict,
+    floor: float = DEFAULT_COVERAGE_FLOOR,
+) -> bool:
     """compose_quote_answer's decision, computed without composing (verified against it at the chosen point)."""
     if not case.chunks:
         return True  # empty retrieval: the agent refuses before composing
-    if max(c.dense_score or 0.0 for c in case.chunks) < min_score:
+    best = max(c.dense_score or 0.0 for c in case.chunks)
+    if best < min_score:
         return True
-    coverage = _best_coverage(case, _opened(case, min_score), cache)
-    return coverage <= 0 or coverage < min_overlap
+    opened = _opened(case, min_score)
+    coverage = _best_coverage(case, opened, cache)
+    best_opened = max(c.dense_score or 0.0 for _, c in opened)
+    return coverage <= 0 or coverage < required_coverage(best_opened, min_score, min_overlap, dense_trade, floor)
 
 
 def _metrics(refused: list[bool], cases: list[Case]) -> dict:
@@ -235,27 +250,39 @@ def _metrics(refused: list[bool], cases: list[Case]) -> dict:
 
 
 def sweep(
-    cases: list[Case], scores: list[float], overlaps: list[float], docs_cases: list[Case] | None = None
+    cases: list[Case],
+    scores: list[float],
+    overlaps: list[float],
+    docs_cases: list[Case] | None = None,
+    trades: list[float] = TRADE_GRID,
+    floor: float = DEFAULT_COVERAGE_FLOOR,
 ) -> list[dict]:
     caches: list[dict] = [{} for _ in cases]
     docs_caches: list[dict] = [{} for _ in docs_cases or []]
     grid = []
     for min_score in scores:
         for min_overlap in overlaps:
-            refused = [_refused(c, min_score, min_overlap, caches[i]) for i, c in enumerate(cases)]
-            point = {"min_score": min_score, "min_overlap": min_overlap, **_metrics(refused, cases)}
-            if docs_cases:
-                answered = sum(
-                    not _refused(c, min_score, min_overlap, docs_caches[i]) for i, c in enumerate(docs_cases)
-                )
-                point["somnia_answer_rate"] = round(answered / len(docs_cases), 4)
-            grid.append(point)
+            for trade in trades:
+                refused = [_refused(c, min_score, min_overlap, trade, caches[i], floor) for i, c in enumerate(cases)]
+                point = {
+                    "min_score": min_score,
+                    "min_overlap": min_overlap,
+                    "dense_trade": trade,
+                    **_metrics(refused, cases),
+                }
+                if docs_cases:
+                    answered = sum(
+                        not _refused(c, min_score, min_overlap, trade, docs_caches[i], floor)
+                        for i, c in enumerate(docs_cases)
+                    )
+                    point["somnia_answer_rate"] = round(answered / len(docs_cases), 4)
+                grid.append(point)
     return grid
 
 
 def _best(grid: list[dict]) -> dict:
-    # F1 first; on ties the more permissive point (lower thresholds answers more).
-    return max(grid, key=lambda g: (g["f1"], -g["min_score"], -g["min_overlap"]))
+    # F1 first; on ties the more permissive point (lower thresholds answers more), then the smaller trade.
+    return max(grid, key=lambda g: (g["f1"], -g["min_score"], -g["min_overlap"], -g["dense_trade"]))
 
 
 def _best_for_docs(grid: list[dict]) -> dict:
@@ -269,7 +296,7 @@ def _best_for_docs(grid: list[dict]) -> dict:
     return _best(ok or grid)
 
 
-def _verify(cases: list[Case], min_score: float, min_overlap: float, settings: Settings) -> dict:
+def _verify(cases: list[Case], min_score: float, min_overlap: float, dense_trade: float, settings: Settings) -> dict:
     """Run the real composer at the chosen point: its refusals must equal the sweep's, and for answered
     answerable questions count how often the question's own passage is among the cited ones."""
     refused, cites_gold, answered_answerable = [], 0, 0
@@ -284,6 +311,7 @@ def _verify(cases: list[Case], min_score: float, min_overlap: float, settings: S
             max_sentences=settings.agent.quote_max_sentences,
             min_score=min_score,
             min_overlap=min_overlap,
+            dense_trade=dense_trade,
         )
         refused.append(answer.refused)
         if not answer.refused and not case.unanswerable:
@@ -318,14 +346,14 @@ def main() -> None:
     grid = sweep(cases, SCORE_GRID, OVERLAP_GRID, docs_cases)
     f1_best = _best(grid)
     chosen = _best_for_docs(grid)
-    verified = _verify(cases, chosen["min_score"], chosen["min_overlap"], settings)
+    verified = _verify(cases, chosen["min_score"], chosen["min_overlap"], chosen["dense_trade"], settings)
     assert all(verified[k] == chosen[k] for k in ("precision", "recall", "f1")), (verified, chosen)
 
     # Overfitting check: choose on the even-numbered questions, score on the odd-numbered ones.
     even = [c for i, c in enumerate(cases) if i % 2 == 0]
     odd = [c for i, c in enumerate(cases) if i % 2 == 1]
     half = _best_for_docs(sweep(even, SCORE_GRID, OVERLAP_GRID, docs_cases))
-    held_out = sweep(odd, [half["min_score"]], [half["min_overlap"]])[0]
+    held_out = sweep(odd, [half["min_score"]], [half["min_overlap"]], trades=[half["dense_trade"]])[0]
 
     refuse_all = _metrics([True] * len(cases), cases)
     result = {
@@ -339,7 +367,10 @@ def main() -> None:
         "selection": (
             f"highest ClapNQ refusal F1 among points that answer >= {DOCS_MIN_ANSWER_RATE:.0%} of the Somnia docs "
             f"questions and keep min_score <= {DOCS_MAX_MIN_SCORE} (answerable fixture-docs questions reach a best "
-            "cosine of only 0.47); ties go to the lower thresholds. f1_best_ignoring_docs is the unconstrained "
+            "cosine of only 0.47); ties go to the lower thresholds. no_dense_trade is the same choice with a fixed "
+            "coverage bar (dense_trade 0), previous_default the defaults before dense_trade. The trade never takes "
+            "the bar below coverage_floor (fixed by design, not swept: the bar before the trade); "
+            "without_coverage_floor shows what the floor costs. f1_best_ignoring_docs is the unconstrained "
             "optimum, which refuses too many documentation questions"
         ),
         "retrieval": {
@@ -351,15 +382,21 @@ def main() -> None:
         "home": home,
         "chosen": {**chosen, "verified_with_composer": verified},
         "f1_best_ignoring_docs": f1_best,
+        "coverage_floor": DEFAULT_COVERAGE_FLOOR,
+        "without_coverage_floor": _best_for_docs(sweep(cases, SCORE_GRID, OVERLAP_GRID, docs_cases, floor=0.0)),
+        "no_dense_trade": _best_for_docs([g for g in grid if g["dense_trade"] == 0.0]),
+        "previous_default": next(g for g in grid if all(g[k] == v for k, v in PREVIOUS_DEFAULT.items())),
         "score_gate_only": _best([g for g in grid if g["min_overlap"] == 0.0]),
-        "overlap_gate_only": _best(sweep(cases, [0.0], OVERLAP_GRID, docs_cases)),
+        "overlap_gate_only": _best(sweep(cases, [0.0], OVERLAP_GRID, docs_cases, trades=[0.0])),
         "refuse_everything_baseline": refuse_all,
         "split_half": {"chosen_on_even": half, "scored_on_odd": held_out},
         "sweep_s": round(time.perf_counter() - started, 1),
-        "grid": grid,
+        # One CSV line per point (columns in grid_columns): as indented dicts the grid would take a megabyte.
+        "grid_columns": ",".join(grid[0]),
+        "grid": [",".join(str(v) for v in point.values()) for point in grid],
     }
     path = write_result("refusal_calibration", result)
-    print(json.dumps({k: v for k, v in result.items() if k != "grid"}, indent=2))
+    print(json.dumps({k: v for k, v in result.items() if not k.startswith("grid")}, indent=2))
     print(f"→ {path}")
 
 

@@ -14,6 +14,8 @@ from citewise.llm.extractive import (
     QuoteAnswer,
     compose_quote_answer,
     content_terms,
+    question_focus,
+    required_coverage,
     split_sentences,
     stem,
 )
@@ -273,3 +275,93 @@ def test_sources_with_odd_quoting_still_ground_and_validate(style):
         answer.text, sources={1: WIKI}, opened={WIKI.chunk_id}, searches=1, constraints=Constraints(exact_quote=True)
     )
     assert result.ok, result.errors  # the title in a structured heading is source text too
+
+
+EMBEDDINGS = [
+    (
+        1,
+        chunk(
+            "Citewise embeds chunks with a local model by default. To use OpenAI embeddings, set the provider to "
+            "`openai` and export your API key before you ingest. Any server that implements the OpenAI embeddings "
+            "API works with the `openai` provider.",
+            "embeddings.md",
+            dense=0.76,
+        ),
+    ),
+    (
+        2,
+        chunk(
+            "Vectors from different models cannot be compared, so every later command checks the configured model "
+            "against the index. Switching the model means re-ingesting every document.",
+            "models.md",
+            dense=0.61,
+        ),
+    ),
+    (
+        3,
+        chunk(
+            "The local model runs on the CPU and needs no network access. Batches of 32 chunks are embedded at a "
+            "time; a larger batch is faster on a GPU.",
+            "local.md",
+            dense=0.55,
+        ),
+    ),
+]
+
+
+# Conversational phrasing around a question must not sink its coverage: words like "handbook" or "obvious" occur
+# in no passage, so as content words they would weigh the most. None of these wrappers is in the composer's code.
+@pytest.mark.parametrize(
+    "wrapped",
+    [
+        "According to the user guide, how do I use OpenAI embeddings?",
+        "Per the handbook, how do I use OpenAI embeddings?",
+        "Sorry if this is obvious, I'm new here. How do I use OpenAI embeddings?",
+        "How do I use OpenAI embeddings? Thanks in advance, answer from the docs please.",
+        "Hi team! Quick question: how do I use OpenAI embeddings?",
+    ],
+)
+def test_a_question_wrapped_in_conversation_answers_like_the_bare_question(wrapped):
+    bare = compose_quote_answer("How do I use OpenAI embeddings?", EMBEDDINGS)  # the calibrated default thresholds
+    answer = compose_quote_answer(wrapped, EMBEDDINGS)
+    assert not bare.refused and not answer.refused, answer.reason
+    assert answer.text == bare.text
+
+
+@pytest.mark.parametrize(
+    ("question", "chunks"),
+    [
+        ("How do I configure Kubernetes autoscaling?", EMBEDDINGS),
+        ("According to the user guide, how do I configure Kubernetes autoscaling?", EMBEDDINGS),
+        ("I'm new here. Which Kubernetes operator autoscales the model's workers?", EMBEDDINGS),
+        ("How do I configure Kubernetes autoscaling for the Orbitron daemon?", CHUNKS),
+    ],
+)
+def test_an_off_topic_question_still_refuses_with_close_passages(question, chunks):
+    # The passages are above the similarity bar (up to 0.76) and share a word or the product's name with the
+    # question, not its subject: a close passage lowers the coverage needed, but not below the floor.
+    answer = compose_quote_answer(question, chunks)
+    assert answer.refused and answer.text == REFUSAL_TEXT, answer.text
+
+
+def test_question_focus_drops_conversation_around_the_question():
+    assert question_focus("I'm new here. What is stored with each chunk?") == "What is stored with each chunk?"
+    assert question_focus("According to the user guide, how do I ingest PDFs?") == "how do I ingest PDFs?"
+    assert question_focus("How do I ingest PDFs? Please keep it short.") == "How do I ingest PDFs?"
+    assert question_focus("who sang the national anthem at the super bowl") == (
+        "who sang the national anthem at the super bowl"
+    )
+
+
+def test_a_closer_passage_needs_less_coverage():
+    assert required_coverage(None, 0.44, 0.4) == 0.4  # lexical retrieval: no cosine, no relief
+    assert required_coverage(0.40, 0.44, 0.4) == 0.4
+    assert required_coverage(0.54, 0.44, 0.4, 0.5, 0.3) == pytest.approx(0.35)
+    assert required_coverage(0.84, 0.44, 0.4, 0.5, 0.3) == 0.3  # the floor
+    assert required_coverage(0.84, 0.44, 0.4, 0.5, 0.0) == pytest.approx(0.2)
+    # Same passages, same partial coverage: refused at the similarity bar, answered when the passage is close.
+    text = "The listening port is set with listen_port in the config file of the server."
+    question = "Which port does the Orbitron daemon listen on?"  # covered 0.39: "Orbitron", "daemon" are missing
+    far = compose_quote_answer(question, [(1, chunk(text, "p.md", dense=0.45))], min_score=0.44)
+    near = compose_quote_answer(question, [(1, chunk(text, "p.md", dense=0.9))], min_score=0.44)
+    assert far.refused and not near.refused
