@@ -41,15 +41,22 @@ function linkMarkers(root) {
     const frag = document.createDocumentFragment();
     let last = 0;
     for (const m of text.matchAll(MARKER)) {
-      // A no-break space before the marker keeps it on the line of the sentence it cites.
-      if (m.index > last) frag.append(text.slice(last, m.index).replace(/ $/, "\u00a0"));
+      // The marker, the space before it and the word it follows go in one unbreakable run, so a marker never
+      // wraps onto a line of its own (a button is an atomic inline: a no-break space alone doesn't hold it).
+      const before = text.slice(last, m.index);
+      const tail = /\S*\s?$/.exec(before)[0];
+      if (before.length > tail.length) frag.append(before.slice(0, before.length - tail.length));
+      const glue = document.createElement("span");
+      glue.className = "cite-glue";
+      if (tail) glue.append(tail.replace(/\s$/, "\u00a0"));
       const btn = document.createElement("button");
       btn.type = "button";
       btn.className = "cite-ref";
       btn.dataset.n = m[1];
       btn.textContent = m[1];
       btn.setAttribute("aria-label", `Open source ${m[1]}`);
-      frag.append(btn);
+      glue.append(btn);
+      frag.append(glue);
       last = m.index + m[0].length;
     }
     if (last < text.length) frag.append(text.slice(last));
