@@ -370,6 +370,7 @@ def peers_section(r: dict | None) -> list[str]:
         row("Chunks (Somnia docs)", lambda s: s["chunks"], "{:d}"),
         row("Model load (not in ingest)", lambda s: s["model_load_s"], "{:.1f} s"),
         row("First ingest", lambda s: s["first_ingest_s"], "{:.1f} s"),
+        row("Ingest throughput", lambda s: s["chunks"] / s["first_ingest_s"], "{:.1f} chunks/s"),
         *(
             [row("First ingest, CPU time (all threads)", lambda s: s["first_ingest_cpu_s"], "{:.1f} s")]
             if all("first_ingest_cpu_s" in s for s in systems.values())
@@ -408,6 +409,25 @@ def peers_section(r: dict | None) -> list[str]:
             ("hit@5_clapnq", "Hit rate@5, ClapNQ"),
         ):
             lines.append(f"| {title} | " + " | ".join(_fig(ratios[p][key], 3) for p in peers) + " |")
+    findings = []
+    for name, s in systems.items():
+        if name != "citewise" and s["reingest_reembedded"]:
+            findings.append(
+                f"- {label[name]} re-embedded {s['reingest_reembedded']} of {s['chunks']} chunks on the unchanged "
+                "re-run: `index()` with incremental cleanup deletes, after each batch, the chunks of that batch's "
+                "sources that were not refreshed yet — so every page whose chunks straddle a batch boundary is "
+                "deleted and embedded again, every run."
+            )
+    if "citewise" in systems and len(systems) > 1:
+        cw = systems["citewise"]
+        findings.append(
+            "- First ingest is dominated by embedding the same model on the same CPU in all three systems; "
+            "chunk counts differ with each splitter, so compare chunks/s too: "
+            + ", ".join(f"{label[n]} {s['chunks'] / s['first_ingest_s']:.2f}" for n, s in systems.items())
+            + f" chunks/s (Citewise's {cw['first_ingest_s']:.0f} s also build its full-text (BM25) index)."
+        )
+    if findings:
+        lines += ["", "Findings:", "", *findings]
     charts = [
         ("peers_ingest", "first ingest"),
         ("peers_reingest", "re-ingest"),
