@@ -421,7 +421,7 @@ def peers_section(r: dict | None) -> list[str]:
     if "citewise" in systems and len(systems) > 1:
         cw = systems["citewise"]
         findings.append(
-            "- First ingest is dominated by embedding the same model on the same CPU in all three systems; "
+            "- In all three systems the first ingest embeds every chunk with the same model on the same CPU; "
             "chunk counts differ with each splitter, so compare chunks/s too: "
             + ", ".join(f"{label[n]} {s['chunks'] / s['first_ingest_s']:.2f}" for n, s in systems.items())
             + f" chunks/s (Citewise's {cw['first_ingest_s']:.0f} s also build its full-text (BM25) index)."
