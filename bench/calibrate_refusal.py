@@ -13,7 +13,9 @@ much per unit of cosine the best passage has above min_score, down to the fixed 
 decision is computed for every question exactly as the agent makes it (open the best QUOTE_OPEN passages at or
 above min_score, then `compose_quote_answer`), and refusal is scored with the unanswerable questions as the
 positive class: precision (of the refusals, how many were right), recall (of the unanswerable questions, how many
-were refused) and F1. The chosen point is re-run through the real composer, which must agree.
+were refused) and F1. Quote mode's lookup of question words the passages lack is asked of each home's full-text
+index as the agent asks it; "unsupported_words" compares its variants at the chosen point. The chosen point is
+re-run through the real composer, which must agree.
 
 A documentation check keeps the choice honest: ClapNQ's unanswerable questions were written against a passage on
 the same topic, so they retrieve close passages too, and the pure F1 optimum sits at a cosine bar documentation
@@ -27,7 +29,9 @@ Writes bench/results/refusal_calibration.json (the full grid included).
 from __future__ import annotations
 
 import argparse
+import functools
 import json
+import math
 import shutil
 import time
 from dataclasses import dataclass
@@ -38,9 +42,20 @@ from _common import ROOT, SOMNIA, write_result
 from citewise.agent.nodes import QUOTE_OPEN
 from citewise.eval.retrieval import BeirDocument, as_parsed_document, load_beir
 from citewise.index.knowledge_base import KnowledgeBase
+from citewise.index.lancedb_store import LanceStore
 from citewise.index.retriever import Retriever
+from citewise.index.store import build_where
 from citewise.ingest.pipeline import Ingestor
-from citewise.llm.extractive import DEFAULT_COVERAGE_FLOOR, compose_quote_answer, required_coverage, score_sentences
+from citewise.llm.extractive import (
+    DEFAULT_COVERAGE_FLOOR,
+    SCARCE_MAX_CHUNKS,
+    UNSUPPORTED_WEIGHT,
+    CorpusFrequency,
+    compose_quote_answer,
+    required_coverage,
+    score_sentences,
+    unsupported_words,
+)
 from citewise.settings import Settings
 from citewise.types import ScoredChunk, make_doc_id
 
@@ -162,17 +177,33 @@ class Case:
     unanswerable: bool
     chunks: list[ScoredChunk]  # what the agent's first search keeps (the retrieval gate applied), best first
     gold_doc: str | None
+    corpus_frequency: CorpusFrequency | None = None  # the index's full-text lookup, as the agent passes it
+
+
+def corpus_frequency(home: Path) -> CorpusFrequency:
+    """What the agent's quote mode asks the index (AgentNodes._corpus_frequency): how many chunks hold the word,
+    counted far enough for every UNSUPPORTED_MAX_CHUNKS variant."""
+    store = LanceStore(home / "index" / "lancedb")
+    where = build_where(None)
+
+    @functools.cache
+    def frequency(word: str) -> int:
+        return len(store.lexical(word, max(UNSUPPORTED_MAX_CHUNKS) + 1, where))
+
+    return frequency
 
 
 def _cases(retrievals: dict[str, list[dict]], settings: Settings) -> list[Case]:
     gold = _gold_docs()
     floor = settings.retrieval.min_score
+    frequency = corpus_frequency(HOME)
     cases = []
     for name, rows in retrievals.items():
         for row in rows:
             chunks = [ScoredChunk(**c) for c in row["chunks"]]
             kept = [c for c in chunks if c.dense_score is not None and c.dense_score >= floor]
-            cases.append(Case(row["question"], name == "unanswerable", kept, gold.get((name, row["question"]))))
+            gold_doc = gold.get((name, row["question"]))
+            cases.append(Case(row["question"], name == "unanswerable", kept, gold_doc, frequency))
     return cases
 
 
@@ -201,10 +232,14 @@ def _opened(case: Case, min_score: float) -> list[tuple[int, ScoredChunk]]:
     return sorted(good) or numbered
 
 
-def _best_coverage(case: Case, opened: list[tuple[int, ScoredChunk]], cache: dict) -> float:
-    key = tuple(n for n, _ in opened)
+def _best_coverage(
+    case: Case, opened: list[tuple[int, ScoredChunk]], cache: dict, unsupported_weight: float = UNSUPPORTED_WEIGHT
+) -> float:
+    key = (unsupported_weight, *(n for n, _ in opened))
     if key not in cache:
-        scored = score_sentences(case.question, opened)
+        frequency = case.corpus_frequency
+        unsupported = unsupported_words(case.question, opened, frequency) if frequency else {}
+        scored = score_sentences(case.question, opened, unsupported=unsupported, unsupported_weight=unsupported_weight)
         cache[key] = scored[0][1] if scored else 0.0
     return cache[key]
 
@@ -216,6 +251,7 @@ def _refused(
     dense_trade: float,
     cache: dict,
     floor: float = DEFAULT_COVERAGE_FLOOR,
+    unsupported_weight: float = UNSUPPORTED_WEIGHT,
 ) -> bool:
     """compose_quote_answer's decision, computed without composing (verified against it at the chosen point)."""
     if not case.chunks:
@@ -224,9 +260,46 @@ def _refused(
     if best < min_score:
         return True
     opened = _opened(case, min_score)
-    coverage = _best_coverage(case, opened, cache)
+    coverage = _best_coverage(case, opened, cache, unsupported_weight)
     best_opened = max(c.dense_score or 0.0 for _, c in opened)
     return coverage <= 0 or coverage < required_coverage(best_opened, min_score, min_overlap, dense_trade, floor)
+
+
+# Variants of the unsupported-words weighting scored at the chosen point: the most chunks of the corpus a question word
+# missing from the passages may occur in (0: nowhere), and its weight in the coverage (1: no effect; inf: refuse).
+UNSUPPORTED_MAX_CHUNKS = [0, 1, 2]
+UNSUPPORTED_WEIGHTS = [2.0, 3.0, 4.0, math.inf]
+
+
+def _unsupported_variants(cases: list[Case], docs_cases: list[Case], chosen: dict) -> list[dict]:
+    point = (chosen["min_score"], chosen["min_overlap"], chosen["dense_trade"])
+
+    def refused(case: Case, max_chunks: int, weight: float) -> bool:
+        if not case.chunks or max(c.dense_score or 0.0 for c in case.chunks) < point[0]:
+            return True
+        opened = _opened(case, point[0])
+        frequency = case.corpus_frequency
+        unsupported = unsupported_words(case.question, opened, frequency, max_chunks=max_chunks) if frequency else {}
+        if unsupported and weight == math.inf:
+            return True
+        scored = score_sentences(case.question, opened, unsupported=unsupported, unsupported_weight=weight)
+        coverage = scored[0][1] if scored else 0.0
+        best_opened = max(c.dense_score or 0.0 for _, c in opened)
+        return coverage <= 0 or coverage < required_coverage(best_opened, *point)
+
+    rows = []
+    for max_chunks, weight in [(0, 1.0), *((m, w) for m in UNSUPPORTED_MAX_CHUNKS for w in UNSUPPORTED_WEIGHTS)]:
+        metrics = _metrics([refused(c, max_chunks, weight) for c in cases], cases)
+        answered = sum(not refused(c, max_chunks, weight) for c in docs_cases)
+        rows.append(
+            {
+                "max_chunks": max_chunks if weight != 1.0 else None,
+                "weight": "refuse" if weight == math.inf else weight,
+                **{k: metrics[k] for k in ("precision", "recall", "f1")},
+                "somnia_answer_rate": round(answered / len(docs_cases), 4),
+            }
+        )
+    return rows
 
 
 def _metrics(refused: list[bool], cases: list[Case]) -> dict:
@@ -256,6 +329,7 @@ def sweep(
     docs_cases: list[Case] | None = None,
     trades: list[float] = TRADE_GRID,
     floor: float = DEFAULT_COVERAGE_FLOOR,
+    unsupported_weight: float = UNSUPPORTED_WEIGHT,
 ) -> list[dict]:
     caches: list[dict] = [{} for _ in cases]
     docs_caches: list[dict] = [{} for _ in docs_cases or []]
@@ -263,7 +337,10 @@ def sweep(
     for min_score in scores:
         for min_overlap in overlaps:
             for trade in trades:
-                refused = [_refused(c, min_score, min_overlap, trade, caches[i], floor) for i, c in enumerate(cases)]
+                refused = [
+                    _refused(c, min_score, min_overlap, trade, caches[i], floor, unsupported_weight)
+                    for i, c in enumerate(cases)
+                ]
                 point = {
                     "min_score": min_score,
                     "min_overlap": min_overlap,
@@ -272,7 +349,7 @@ def sweep(
                 }
                 if docs_cases:
                     answered = sum(
-                        not _refused(c, min_score, min_overlap, trade, docs_caches[i], floor)
+                        not _refused(c, min_score, min_overlap, trade, docs_caches[i], floor, unsupported_weight)
                         for i, c in enumerate(docs_cases)
                     )
                     point["somnia_answer_rate"] = round(answered / len(docs_cases), 4)
@@ -312,6 +389,7 @@ def _verify(cases: list[Case], min_score: float, min_overlap: float, dense_trade
             min_score=min_score,
             min_overlap=min_overlap,
             dense_trade=dense_trade,
+            corpus_frequency=case.corpus_frequency,
         )
         refused.append(answer.refused)
         if not answer.refused and not case.unanswerable:
@@ -337,9 +415,10 @@ def main() -> None:
     settings = Settings(home=HOME)
     cases = _cases(retrievals, settings)
     floor = settings.retrieval.min_score
+    somnia_frequency = corpus_frequency(SOMNIA_DATA / "home")
     docs_cases = [
         Case(row["question"], False, [c for c in map(ScoredChunk.model_validate, row["chunks"]) if c.dense_score
-             is not None and c.dense_score >= floor], None)
+             is not None and c.dense_score >= floor], None, somnia_frequency)
         for row in somnia
     ]  # fmt: skip
     started = time.perf_counter()
@@ -385,6 +464,15 @@ def main() -> None:
         "coverage_floor": DEFAULT_COVERAGE_FLOOR,
         "without_coverage_floor": _best_for_docs(sweep(cases, SCORE_GRID, OVERLAP_GRID, docs_cases, floor=0.0)),
         "no_dense_trade": _best_for_docs([g for g in grid if g["dense_trade"] == 0.0]),
+        "unsupported_words": {
+            "what": (
+                "question words no opened passage holds and at most max_chunks chunks of the corpus do (the "
+                "full-text index asked) weigh `weight` times their IDF in the coverage gate; weight 1 is the "
+                "composer without the lookup, 'refuse' refuses outright. At the chosen point; the default is "
+                f"max_chunks {SCARCE_MAX_CHUNKS}, weight {UNSUPPORTED_WEIGHT}"
+            ),
+            "variants": _unsupported_variants(cases, docs_cases, chosen),
+        },
         "previous_default": next(g for g in grid if all(g[k] == v for k, v in PREVIOUS_DEFAULT.items())),
         "score_gate_only": _best([g for g in grid if g["min_overlap"] == 0.0]),
         "overlap_gate_only": _best(sweep(cases, [0.0], OVERLAP_GRID, docs_cases, trades=[0.0])),

@@ -8,6 +8,7 @@ import re
 import pytest
 from agent_support import ALICE, WORKER_QUESTION, cited_ids_are_sources, comparable
 
+from citewise.agent import nodes
 from citewise.agent.grounding import MARKER_RE
 from citewise.errors import ValidationError
 from citewise.types import REFUSAL_TEXT, Answer, ExitReason, Status
@@ -175,3 +176,19 @@ def test_sync_ask_works_inside_a_running_event_loop(make_agent):
     sync, native = asyncio.run(from_async_code())
     assert sync.status == Status.SUCCESS
     assert comparable(sync) == comparable(native)
+
+
+def test_question_words_the_index_lacks_count_against_the_answer(make_agent, monkeypatch):
+    def compose_reason(answer: Answer) -> str:
+        return next(e.data["reason"] for e in answer.trace if e.type == "compose")
+
+    question = "How do I configure Orbitron on Kubernetes?"
+    # The fixture docs are too few chunks for a rare word to mean anything: no lookup.
+    small = make_agent().ask(question)
+    assert small.status == Status.REFUSED and "kubernetes" not in compose_reason(small)
+    # On a corpus big enough, the words no passage holds are looked up in the (owner-scoped) full-text index.
+    monkeypatch.setattr(nodes, "SCARCE_MIN_CORPUS_CHUNKS", 1)
+    answer = make_agent().ask(question)
+    assert answer.status == Status.REFUSED and answer.answer == REFUSAL_TEXT and answer.citations == []
+    assert "no passage mentions 'kubernetes'" in compose_reason(answer)
+    assert "orbitron" not in compose_reason(answer).lower()  # in the passages: never looked up

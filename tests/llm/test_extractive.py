@@ -18,6 +18,7 @@ from citewise.llm.extractive import (
     required_coverage,
     split_sentences,
     stem,
+    unsupported_words,
 )
 from citewise.types import REFUSAL_TEXT, AnswerStyle, ScoredChunk, make_chunk_id, make_doc_id
 
@@ -365,3 +366,92 @@ def test_a_closer_passage_needs_less_coverage():
     far = compose_quote_answer(question, [(1, chunk(text, "p.md", dense=0.45))], min_score=0.44)
     near = compose_quote_answer(question, [(1, chunk(text, "p.md", dense=0.9))], min_score=0.44)
     assert far.refused and not near.refused
+
+
+# -- words the corpus hardly knows ------------------------------------------------------------------------------
+
+SETUP = chunk(
+    "Citewise works without any configuration. The data directory defaults to `./.citewise` and every setting "
+    "can be changed with an environment variable.",
+    "configuration.md",
+    dense=0.6,
+)
+KUBERNETES = "How do I configure Kubernetes autoscaling for Citewise?"
+
+
+def corpus(counts: dict[str, int], default: int = 40, calls: list[str] | None = None):
+    """A corpus_frequency over a made-up corpus: `counts` for the words given, `default` chunks for any other."""
+
+    def frequency(word: str) -> int:
+        if calls is not None:
+            calls.append(word)
+        return counts.get(word, default)
+
+    return frequency
+
+
+def test_a_question_whose_subject_the_corpus_never_mentions_is_refused():
+    # Only "configure" and the product's name meet the passage, which is close to the question: enough coverage
+    # without the corpus lookup — the misleading answer "Citewise works without any configuration."
+    assert not compose_quote_answer(KUBERNETES, [(1, SETUP)]).refused
+    answer = compose_quote_answer(
+        KUBERNETES, [(1, SETUP)], corpus_frequency=corpus({"kubernetes": 0, "autoscaling": 1})
+    )
+    assert answer.refused and answer.text == REFUSAL_TEXT and answer.used == []
+    assert "'kubernetes', 'autoscaling'" in answer.reason
+    # Words the corpus holds elsewhere (a passage about them would have been retrieved) change nothing.
+    common = compose_quote_answer(KUBERNETES, [(1, SETUP)], corpus_frequency=corpus({"kubernetes": 2}, default=2))
+    assert not common.refused
+
+
+def test_only_question_words_missing_from_the_passages_are_looked_up():
+    calls: list[str] = []
+    words = unsupported_words(
+        "Which documents are owned by the team that won? Does Orbitron's daemon need a licence_key or 2fa?",
+        CHUNKS,
+        corpus({}, default=0, calls=calls),
+    )
+    # In the passages: Orbitron (also as "Orbitron's"), daemon. Never looked up: "won" (short words are often stop
+    # words to the full-text index, which would call them missing) and "owned" ("own" to the index).
+    assert list(words.values()) == ["documents", "team", "licence_key", "licence", "2fa"]  # not "key": short
+    assert calls == list(words.values())
+
+
+def test_a_paraphrased_word_does_not_sink_an_otherwise_covered_question():
+    # Every looked-up word is unknown to the corpus, yet "network" is one word of six: it weighs more, not all.
+    question = "Which network port does the Orbitron daemon listen on by default?"
+    answer = compose_quote_answer(question, CHUNKS, corpus_frequency=corpus({}, default=0))
+    assert not answer.refused and "7433" in answer.text
+
+
+# -- code blocks ---------------------------------------------------------------------------------------------------
+
+STALE = chunk(
+    "## Deleted files still show up\n\n"
+    "**Cause.** Deleted files stay in the index until you prune them.\n\n"
+    "**Fix.**\n\n"
+    "```bash\norbitron ingest docs/ --prune\n```\n",
+    "troubleshooting.md",
+    dense=0.6,
+)
+SEARCH_EXAMPLES = chunk(
+    "## Searching\n\n"
+    '```bash\norbitron search "How do I remove deleted files from the index?"\norbitron search "port"\n```\n',
+    "searching.md",
+    dense=0.62,
+)
+
+
+def test_the_command_right_after_a_quoted_sentence_is_quoted_with_it():
+    answer = compose_quote_answer("How do I remove deleted files from the index?", [(1, SEARCH_EXAMPLES), (2, STALE)])
+    assert not answer.refused, answer.reason
+    assert "Deleted files stay in the index until you prune them. [2]" in answer.text
+    assert "```bash\norbitron ingest docs/ --prune\n```\n[2]" in answer.text
+    # A block from a passage the answer quotes no prose from stays out, however well it matches the question.
+    assert "orbitron search" not in answer.text and answer.used == [2]
+
+
+def test_a_block_after_a_sentence_about_something_else_is_not_attached():
+    answer = compose_quote_answer(QUESTION, CHUNKS, max_sentences=4, min_score=0.3)
+    assert "7433" in answer.text
+    assert "apt-get" not in answer.text  # follows the port sentence, but installs the package

@@ -43,8 +43,14 @@ from citewise.agent.tools import (
     validate_call,
 )
 from citewise.agent.validator import validate_answer
-from citewise.errors import ProviderError, RateLimited, ValidationError
-from citewise.llm.extractive import compose_quote_answer
+from citewise.errors import ProviderError, RateLimited, RetrievalError, ValidationError
+from citewise.index.store import build_where
+from citewise.llm.extractive import (
+    SCARCE_MAX_CHUNKS,
+    SCARCE_MIN_CORPUS_CHUNKS,
+    CorpusFrequency,
+    compose_quote_answer,
+)
 from citewise.llm.protocol import FinalAction, ToolAction, parse_action, protocol_instructions
 from citewise.settings import Settings
 from citewise.types import REFUSAL_TEXT, Answer, AnswerStyle, Citation, ExitReason, Status, TraceEvent
@@ -482,6 +488,7 @@ class AgentNodes:
             max_sentences=self.settings.agent.quote_max_sentences,
             min_score=self.settings.agent.quote_min_score,
             style=AnswerStyle(state.get("style") or AnswerStyle.DEFAULT),
+            corpus_frequency=self._corpus_frequency(state.get("owner")),
         )
         trace.append(_event("compose", "llm", used=list(result.used), refused=result.refused, reason=result.reason))
         text = result.text
@@ -491,6 +498,27 @@ class AgentNodes:
         if result.refused:  # the composer's own words are in the trace; the Answer gets a stable code
             refusal = "empty_retrieval" if state.get("empty_retrieval") else "weak_evidence"
         return {**base, "draft": text, "quote_refusal": refusal}
+
+    def _corpus_frequency(self, owner: str | None) -> CorpusFrequency | None:
+        """How many chunks the caller may see hold a word (counted up to one past what quote mode asks), from the
+        full-text index: one cheap lookup per question word the passages lack, at any index size. None (no check)
+        without an index or with too few chunks for rarity to mean anything; a failed lookup counts as plenty, so
+        it can't turn an answer into a refusal."""
+        kb = getattr(self.retriever, "kb", None)
+        try:
+            if kb is None or kb.store.count() < SCARCE_MIN_CORPUS_CHUNKS:
+                return None
+        except (RetrievalError, OSError):
+            return None
+        where = build_where(owner)
+
+        def frequency(word: str) -> int:
+            try:
+                return len(kb.store.lexical(word, SCARCE_MAX_CHUNKS + 1, where))
+            except RetrievalError:
+                return SCARCE_MAX_CHUNKS + 1
+
+        return frequency
 
     def _quote_candidates(self, state: AgentState) -> list[Any]:
         """Retrieved passages worth opening, best first: cosine to the question decides (comparable across
@@ -610,6 +638,7 @@ class AgentNodes:
             max_sentences=self.settings.agent.quote_max_sentences,
             min_score=self.settings.agent.quote_min_score,
             style=AnswerStyle(state.get("style") or AnswerStyle.DEFAULT),
+            corpus_frequency=self._corpus_frequency(state.get("owner")),
         )
         text = _refusal_text(state.get("constraints") or {}) if result.refused else result.text
         insufficiencies = list(state.get("insufficiencies") or []) + [

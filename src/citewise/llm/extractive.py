@@ -8,9 +8,11 @@ Cheap and deterministic by construction — the same question over the same chun
 2. each sentence is scored by how much of the question's content it covers — content words (stopwords and
    request phrasing such as "according to the docs" removed, light stemming), weighted by IDF over the candidate
    sentences; of the whole question or of its focus without conversational clauses ("I'm new here."), whichever
-   is covered better — times the chunk's retrieval similarity;
+   is covered better — times the chunk's retrieval similarity. A question word that no passage holds and the
+   whole corpus hardly does (asked of the full-text index: "Kubernetes" in a guide that never names it) weighs
+   three times as much: it is likely what the question is about;
 3. the best sentences are picked, near-duplicates dropped, and put back in reading order (chunk, then position),
-   each followed by its `[n]`.
+   each followed by its `[n]`; at most one code block joins them, from a passage they are quoted from.
 
 It refuses — `REFUSAL_TEXT`, `refused=True` and a reason — when the best chunk's cosine similarity is below
 `min_score`, or when no sentence covers at least `min_overlap` of the question's weighted content words, a bar
@@ -18,14 +20,15 @@ lowered by `dense_trade` per unit of cosine above `min_score` down to a floor. T
 (bench/calibrate_refusal.py, bench/results/refusal_calibration.json). IDF over the whole corpus instead of the
 candidate sentences was measured there too and lost (refusal F1 0.72 against 0.77, both without the coverage
 floor): what tells an unanswerable question apart is the words the retrieved passages lack, however common they
-are elsewhere.
+are elsewhere. Weighing down words found in most chunks (a product's name) lost as well (0.759 against 0.761, one
+Somnia docs answer fewer); weighing up the question's words the corpus lacks won (0.775 against 0.763).
 """
 
 from __future__ import annotations
 
 import math
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass
 
 from pydantic import BaseModel, Field
@@ -50,8 +53,27 @@ RELATIVE_CUTOFF = 0.5
 # Two sentences sharing this much of their content words say the same thing; the weaker one is dropped.
 REDUNDANCY_JACCARD = 0.6
 MIN_SENTENCE_WORDS = 4
-# A code block is quoted whole only when it covers at least this much of the question.
+# A code block is quoted whole only when it covers at least this much of the question, or when it directly follows
+# a quoted sentence (only a label such as "**Fix.**" between): the command the sentence's section gives. Either
+# way only from a passage the answer already quotes prose from, so a block never stands in for an explanation
+# (a search example whose argument is the question itself covers it fully and answers nothing).
 CODE_MIN_COVERAGE = 0.5
+# A question word that no passage holds and at most this many chunks of the whole corpus do is likely the subject of
+# a question the documentation doesn't cover ("Kubernetes"): a chunk about it would have been retrieved, BM25
+# weighing so rare a word the most. It weighs UNSUPPORTED_WEIGHT times its IDF in the coverage gate rather than
+# refusing outright: in a small corpus everyday words are that rare too, and a paraphrase ("a fixed number of
+# threads" for "twelve threads") must not sink an otherwise covered question. Measured on ClapNQ refusal F1 (the
+# Somnia docs answer rate unchanged throughout): 0.763 without, 0.775 at weight 3, 0.785 refusing outright; words in
+# no chunk at all (0) instead of at most one: lower (bench/results/refusal_calibration.json, "unsupported_words").
+SCARCE_MAX_CHUNKS = 1
+UNSUPPORTED_WEIGHT = 3.0
+# Below this many chunks most everyday words occur at most once, so a rare word says nothing about the question:
+# the agent does no lookup (the test fixture docs, ~20 chunks, would lose "a fixed number of threads").
+SCARCE_MIN_CORPUS_CHUNKS = 100
+# A question word shorter than this is never looked up in the corpus: it is seldom what a question is about, and
+# the full-text index drops many such words as stop words ("won", "ll"), so it would report them missing.
+MIN_LOOKUP_CHARS = 4
+MAX_LOOKUP_CHARS = 40  # the full-text index's longest token
 
 _STOPWORD_TEXT = """
 a about above after again against all also am an and any are aren't as at be because been before being below
@@ -65,6 +87,8 @@ whom whose why will with won't would wouldn't you your yours yourself yourselves
 tell explain describe please know want need like one ones thing things way ways much many make makes
 made use used using get give gives given say says said name named called call anyone someone something
 often exactly actually
+you've you're you'd you'll we're we've we'd they're they've they'd dont doesnt didnt isnt arent wasnt werent
+havent hasnt hadnt cant couldnt wouldnt shouldnt wont whats thats theres youre youve
 """
 # How people phrase a request to a documentation assistant, not what they ask about: a word like "according" or
 # "guide" occurs in no passage, so it would weigh the most in the coverage of every retrieved sentence and sink it.
@@ -133,17 +157,23 @@ def question_focus(question: str) -> str:
     return stripped if content_terms(stripped) else focus
 
 
-def content_terms(text: str) -> set[str]:
-    """Stems of the content words of `text`; identifiers count whole and by their parts."""
-    terms: set[str] = set()
+def content_words(text: str) -> dict[str, str]:
+    """{stem: the word as first written} for the content words of `text`; identifiers count whole and by their
+    parts."""
+    words: dict[str, str] = {}
     for token in _TOKEN_RE.findall(text.lower()):
         parts = re.split(r"[_.]", token) if re.search(r"[_.]", token) else []
         if len(parts) > 1 and not token.replace(".", "").isdigit():
-            terms.add(token)
+            words.setdefault(token, token)
         for part in parts or [token]:
             if part and part not in STOPWORDS and (len(part) > 1 or part.isdigit()):
-                terms.add(stem(part))
-    return terms
+                words.setdefault(stem(part), part)
+    return words
+
+
+def content_terms(text: str) -> set[str]:
+    """Stems of the content words of `text`; identifiers count whole and by their parts."""
+    return set(content_words(text))
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -278,18 +308,54 @@ def _jaccard(a: frozenset[str], b: frozenset[str]) -> float:
     return len(a & b) / len(a | b) if a | b else 1.0
 
 
+# How many chunks of the indexed corpus hold a word; counting past SCARCE_MAX_CHUNKS + 1 is not needed (the agent
+# asks the full-text index with that limit).
+CorpusFrequency = Callable[[str], int]
+
+
+def unsupported_words(
+    question: str,
+    chunks: Sequence[tuple[int, ScoredChunk]],
+    corpus_frequency: CorpusFrequency,
+    *,
+    max_chunks: int = SCARCE_MAX_CHUNKS,
+) -> dict[str, str]:
+    """The question's content words that no passage holds and at most `max_chunks` chunks of the corpus do,
+    as {stem: word} in question order: likely the subject of a question the documentation doesn't cover
+    ("Kubernetes" in a guide that never names it), or a paraphrase. Only words missing from the passages are looked
+    up."""
+    evidence: set[str] = set()
+    for _, c in chunks:
+        evidence |= content_terms("\n".join(part for part in (c.title, c.chapter, c.text) if part))
+    unsupported: dict[str, str] = {}
+    for term, written in content_words(question_focus(question)).items():
+        word = re.sub(r"['’].*$", "", written)  # "snicket's" is looked up as "snicket"
+        if term in evidence or word in STOPWORDS or stem(word) in STOPWORDS:  # "owned" is "own" to the index
+            continue
+        if not MIN_LOOKUP_CHARS <= len(word) <= MAX_LOOKUP_CHARS and not any(ch.isdigit() for ch in word):
+            continue
+        if corpus_frequency(word) <= max_chunks:
+            unsupported[term] = word
+    return unsupported
+
+
 def _refuse(reason: str) -> QuoteAnswer:
     return QuoteAnswer(text=REFUSAL_TEXT, used=[], refused=True, reason=reason)
 
 
 def score_sentences(
-    question: str, chunks: Sequence[tuple[int, ScoredChunk]], *, code: bool = False
+    question: str,
+    chunks: Sequence[tuple[int, ScoredChunk]],
+    *,
+    code: bool = False,
+    unsupported: Collection[str] = (),
+    unsupported_weight: float = UNSUPPORTED_WEIGHT,
 ) -> list[tuple[float, float, Sentence]]:
     """(relevance, coverage, sentence) for every candidate sentence, best first (ties: chunk order, position).
 
     coverage = IDF-weighted share of the question's content words the sentence contains (IDF over the prose
-    sentences); relevance = coverage × (0.5 + 0.5 × the chunk's retrieval strength). With `code`, whole fenced
-    code blocks are candidates too."""
+    sentences, times `unsupported_weight` for the `unsupported` terms); relevance = coverage × (0.5 + 0.5 × the
+    chunk's retrieval strength). With `code`, whole fenced code blocks are candidates too."""
     sentences = _candidates(chunks, code=code)
     question_terms = content_terms(question)
     focus_terms = content_terms(question_focus(question))
@@ -297,6 +363,7 @@ def score_sentences(
     if not prose or not question_terms:
         return []
     idf = _idf(prose, question_terms)
+    idf = {t: w * (unsupported_weight if t in unsupported else 1.0) for t, w in idf.items()}
     # Coverage of the whole question or of its focus, whichever is higher: the words of a conversational clause
     # around the question ("I'm new here.") can't lower it, and when the clause does find support it still counts.
     totals = [(terms, sum(idf[t] for t in terms)) for terms in (question_terms, focus_terms) if terms]
@@ -343,12 +410,17 @@ def compose_quote_answer(
     min_overlap: float = DEFAULT_MIN_OVERLAP,
     dense_trade: float = DEFAULT_DENSE_TRADE,
     coverage_floor: float = DEFAULT_COVERAGE_FLOOR,
+    corpus_frequency: CorpusFrequency | None = None,
+    unsupported_weight: float = UNSUPPORTED_WEIGHT,
 ) -> QuoteAnswer:
     """Answer `question` with verbatim sentences of `chunks` ((citation number, chunk) pairs, best first), or refuse.
 
     `min_score` gates on the best chunk's cosine similarity (skipped when no chunk has one: lexical retrieval);
     `min_overlap` on the best sentence's coverage of the question's content words, lowered by `dense_trade` per
     unit of cosine the best chunk has above `min_score`, down to `coverage_floor` (see `required_coverage`).
+    With `corpus_frequency`, a content word of the question that no passage holds and the corpus hardly does
+    weighs `unsupported_weight` times as much in that coverage (`unsupported_words`). At most `max_sentences`
+    sentences, plus one code block in the default style.
     """
     style = AnswerStyle(style)
     if not chunks:
@@ -359,28 +431,35 @@ def compose_quote_answer(
             f"The best passage's similarity to the question ({max(dense):.2f}) is below the quote-mode "
             f"threshold ({min_score:.2f})."
         )
+    unsupported = unsupported_words(question, chunks, corpus_frequency) if corpus_frequency else {}
     structured = style == AnswerStyle.STRUCTURED
-    scored = score_sentences(question, chunks, code=not structured)
+    scored = score_sentences(
+        question, chunks, code=not structured, unsupported=unsupported, unsupported_weight=unsupported_weight
+    )
     prose = [item for item in scored if not item[2].code]
     if not prose:
         return _refuse("The retrieved passages hold no sentence to quote for this question.")
     best_relevance, best_coverage, _ = prose[0]  # the gate is calibrated on prose sentences
     needed = required_coverage(max(dense) if dense else None, min_score, min_overlap, dense_trade, coverage_floor)
     if best_coverage < needed or best_coverage <= 0:
+        missing = f"; no passage mentions {', '.join(map(repr, unsupported.values()))}" if unsupported else ""
         return _refuse(
             f"No retrieved sentence shares enough of the question's content ({best_coverage:.2f} of "
-            f"{needed:.2f} needed)."
+            f"{needed:.2f} needed{missing})."
         )
 
     limit = max(1, max_sentences - 1) if structured and max_sentences > 1 else max_sentences
     chosen: list[Sentence] = []
     rest: list[Sentence] = []
+    blocks: list[Sentence] = []  # code blocks that cover the question well, best first
     for relevance, coverage, sentence in scored:
         if coverage <= 0 or relevance < RELATIVE_CUTOFF * best_relevance:
             break
-        if sentence.code and (coverage < CODE_MIN_COVERAGE or any(c.code for c in chosen)):
-            continue  # one code block at most, and only when it covers the question well
-        if not sentence.code and sentence.text.rstrip("*_ ").endswith(":"):
+        if sentence.code:
+            if coverage >= CODE_MIN_COVERAGE:
+                blocks.append(sentence)
+            continue
+        if sentence.text.rstrip("*_ ").endswith(":"):
             continue  # "Run this:" says nothing without what follows
         duplicate = any(
             _jaccard(sentence.terms, c.terms) >= REDUNDANCY_JACCARD or sentence.text.strip() == c.text.strip()
@@ -395,6 +474,9 @@ def compose_quote_answer(
     if not chosen:
         return _refuse("The only relevant sentences introduce material the passages don't include.")
     top = chosen[0]
+    if not structured:
+        block = _code_block(chosen, blocks, chunks, content_terms(question))
+        chosen += [block] if block else []
     chosen.sort(key=lambda s: (s.slot, s.start))
 
     if style == AnswerStyle.STRUCTURED:
@@ -420,6 +502,36 @@ def compose_quote_answer(
         text = "\n\n".join(paragraphs)
         order = [s.n for s in chosen]
     return QuoteAnswer(text=text, used=list(dict.fromkeys(order)), refused=False, reason=None)
+
+
+def _code_block(
+    chosen: list[Sentence],
+    blocks: list[Sentence],
+    chunks: Sequence[tuple[int, ScoredChunk]],
+    question_terms: set[str],
+) -> Sentence | None:
+    """The one code block worth quoting beside the chosen sentences, if any: the best block that covers the
+    question well, else the block that directly follows a chosen sentence and carries on its own subject (shares
+    a word with it that the question doesn't have: "… until you prune them." and `--prune`) — both only from a
+    passage the answer quotes prose from."""
+    quoted = {s.slot for s in chosen}
+    for block in blocks:
+        if block.slot in quoted:
+            return block
+    for sentence in chosen:
+        text = chunks[sentence.slot][1].text
+        after = [(start, end) for start, end in code_blocks(text) if start >= sentence.end]
+        if not after:
+            continue
+        start, end = after[0]
+        between = text[sentence.end : start]
+        if len(between.split()) >= MIN_SENTENCE_WORDS or re.search(r"^\s*#", between, re.M):
+            continue  # more than a label like "**Fix.**" between the sentence and the block
+        block = text[start:end]
+        terms = frozenset(content_terms(block))
+        if (sentence.terms - question_terms) & terms:
+            return Sentence(sentence.slot, sentence.n, start, end, block, terms, code=True)
+    return None
 
 
 def _why_sentence(
