@@ -49,6 +49,7 @@ from citewise.llm.extractive import (
     SCARCE_MAX_CHUNKS,
     SCARCE_MIN_CORPUS_CHUNKS,
     CorpusFrequency,
+    QuoteAnswer,
     compose_quote_answer,
 )
 from citewise.llm.protocol import FinalAction, ToolAction, parse_action, protocol_instructions
@@ -479,17 +480,7 @@ class AgentNodes:
             opening = all(c["name"] == OPEN_CITATION for c in calls)
             return {**base, "scratch": [*scratch, AIMessage(content="", tool_calls=calls)], "quote_opened": opening}
 
-        opened_ids = state.get("opened") or []
-        numbered = [(i + 1, c) for i, c in enumerate(state.get("sources") or [])]
-        chosen = [(n, c) for n, c in numbered if c.chunk_id in opened_ids] or numbered
-        result = compose_quote_answer(
-            state["question"],
-            chosen,
-            max_sentences=self.settings.agent.quote_max_sentences,
-            min_score=self.settings.agent.quote_min_score,
-            style=AnswerStyle(state.get("style") or AnswerStyle.DEFAULT),
-            corpus_frequency=self._corpus_frequency(state.get("owner")),
-        )
+        result = self._compose_quotes(state)
         trace.append(_event("compose", "llm", used=list(result.used), refused=result.refused, reason=result.reason))
         text = result.text
         if result.refused:
@@ -498,6 +489,21 @@ class AgentNodes:
         if result.refused:  # the composer's own words are in the trace; the Answer gets a stable code
             refusal = "empty_retrieval" if state.get("empty_retrieval") else "weak_evidence"
         return {**base, "draft": text, "quote_refusal": refusal}
+
+    def _compose_quotes(self, state: AgentState) -> QuoteAnswer:
+        """Verbatim sentences from the opened passages (all gathered ones if none was opened), numbered as the run
+        numbered its sources: quote mode's answer and the forced synthesis share this."""
+        opened_ids = state.get("opened") or []
+        numbered = [(i + 1, c) for i, c in enumerate(state.get("sources") or [])]
+        chosen = [(n, c) for n, c in numbered if c.chunk_id in opened_ids] or numbered
+        return compose_quote_answer(
+            state["question"],
+            chosen,
+            max_sentences=self.settings.agent.quote_max_sentences,
+            min_score=self.settings.agent.quote_min_score,
+            style=AnswerStyle(state.get("style") or AnswerStyle.DEFAULT),
+            corpus_frequency=self._corpus_frequency(state.get("owner")),
+        )
 
     def _corpus_frequency(self, owner: str | None) -> CorpusFrequency | None:
         """How many chunks the caller may see hold a word (counted up to one past what quote mode asks), from the
@@ -629,17 +635,7 @@ class AgentNodes:
     def _forced_synthesis(self, state: AgentState, errors: list[str], trace: list[dict[str, Any]]) -> dict[str, Any]:
         """The model could not produce an answer that passes validation: answer with verbatim sentences from what
         was gathered instead (grounded by construction), and say what was missing."""
-        opened_ids = state.get("opened") or []
-        numbered = [(i + 1, c) for i, c in enumerate(state.get("sources") or [])]
-        chosen = [(n, c) for n, c in numbered if c.chunk_id in opened_ids] or numbered
-        result = compose_quote_answer(
-            state["question"],
-            chosen,
-            max_sentences=self.settings.agent.quote_max_sentences,
-            min_score=self.settings.agent.quote_min_score,
-            style=AnswerStyle(state.get("style") or AnswerStyle.DEFAULT),
-            corpus_frequency=self._corpus_frequency(state.get("owner")),
-        )
+        result = self._compose_quotes(state)
         text = _refusal_text(state.get("constraints") or {}) if result.refused else result.text
         insufficiencies = list(state.get("insufficiencies") or []) + [
             e for e in errors if e not in (state.get("insufficiencies") or [])
