@@ -74,9 +74,10 @@ class _Corpus:
         return passage_id
 
 
-def _lines(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
+def read_jsonl(path: Path, *, missing: str | None = None) -> Iterator[tuple[int, dict[str, Any]]]:
+    """(line number, object) for every non-blank line; ConfigError naming the file and line for anything else."""
     if not path.is_file():
-        raise ConfigError(f"{path} does not exist")
+        raise ConfigError(missing or f"{path} does not exist")
     with path.open(encoding="utf-8") as lines:
         for number, line in enumerate(lines, 1):
             if not line.strip():
@@ -175,7 +176,7 @@ def load_jsonl(path: Path, *, require_passages: bool = True) -> AnswerDataset:
     path = Path(path)
     dataset = AnswerDataset(path.stem, "jsonl")
     corpus = _Corpus()
-    for number, row in _lines(path):
+    for number, row in read_jsonl(path):
         where = f"{path}, line {number}"
         if "answers" not in row:
             raise ConfigError(f'{where}: missing "answers" (use [] for an unanswerable question)')
@@ -203,7 +204,7 @@ def load_rgb(path: Path, *, rejection: bool = False, require_passages: bool = Tr
     path = Path(path)
     dataset = AnswerDataset(path.stem, "rgb-rejection" if rejection else "rgb")
     corpus = _Corpus()
-    for number, row in _lines(path):
+    for number, row in read_jsonl(path):
         where = f"{path}, line {number}"
         golds = tuple(dict.fromkeys(_strings(row.get("answer"), where, "answer")))
         negatives = _strings(row.get("negative"), where, "negative")

@@ -12,7 +12,6 @@ install. Their formulas are in the docstrings; the tests check them against valu
 
 from __future__ import annotations
 
-import json
 import math
 import tempfile
 import time
@@ -23,6 +22,7 @@ from pathlib import Path
 import numpy as np
 
 from citewise.errors import ConfigError
+from citewise.eval.formats import read_jsonl
 from citewise.index.embeddings import Embedder
 from citewise.index.knowledge_base import KnowledgeBase
 from citewise.index.retriever import Retriever
@@ -56,19 +56,11 @@ class BeirDataset:
 
 
 def _jsonl(path: Path) -> Iterable[tuple[int, dict]]:
-    if not path.is_file():
-        raise ConfigError(f"{path} is missing: a BEIR folder needs corpus.jsonl, queries.jsonl and qrels/<split>.tsv")
-    with path.open(encoding="utf-8") as lines:
-        for number, line in enumerate(lines, 1):
-            if not line.strip():
-                continue
-            try:
-                row = json.loads(line)
-            except json.JSONDecodeError as exc:
-                raise ConfigError(f"{path}, line {number}: not valid JSON ({exc.msg})") from None
-            if not isinstance(row, dict) or "_id" not in row or not isinstance(row.get("text", ""), str):
-                raise ConfigError(f'{path}, line {number}: expected an object with "_id" and a string "text"')
-            yield number, row
+    missing = f"{path} is missing: a BEIR folder needs corpus.jsonl, queries.jsonl and qrels/<split>.tsv"
+    for number, row in read_jsonl(path, missing=missing):
+        if "_id" not in row or not isinstance(row.get("text", ""), str):
+            raise ConfigError(f'{path}, line {number}: expected an object with "_id" and a string "text"')
+        yield number, row
 
 
 def _qrels(path: Path) -> dict[str, dict[str, int]]:
