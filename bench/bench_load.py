@@ -4,7 +4,8 @@
 
 Ingests docs/ into a temp home, starts `citewise serve` as a separate process (so the clients don't share its GIL),
 waits for /ready, sends one warm-up question (the agent and the embedding model load on first use), asks
-`--baseline` questions from one client alone (the unloaded figure), then starts `--clients` concurrent clients at once. Each asks up to `--per-client` questions one after another on
+`--baseline` questions from one client alone (the unloaded figure), then starts `--clients` concurrent clients at
+once. Each asks up to `--per-client` questions one after another on
 `POST /api/agent/stream`, until `--duration` seconds have passed; a request still running then is cut off and counted
 as a timeout, so the run is bounded. Every question is a distinct string (documentation questions with varied
 phrasing), so the retrieval cache does not answer them.

@@ -107,7 +107,9 @@ class AgentSettings(BaseModel):
         None, ge=1, le=50, description="Unique tool calls per question (default: 3, or 5 in the docuchat profile)."
     )
     max_context_chars: int = Field(
-        12_000, ge=1000, description="Conversation history kept for the model, newest first; more → MAX_CONTEXT_REACHED."
+        12_000,
+        ge=1000,
+        description="Conversation history kept for the model, newest first; more → MAX_CONTEXT_REACHED.",
     )
     max_reprompts: int = Field(3, ge=0, le=10, description="Times the validator may send an answer back for repair.")
     max_question_chars: int = Field(1000, ge=1, le=10_000, description="Longest question the agent accepts.")
@@ -152,9 +154,12 @@ class GenerationSettings(BaseModel):
     )
     tool_retries: int = Field(3, ge=0, le=10, description="Retries of a failed tool call.")
     cache: bool = Field(True, description="Cache non-streaming LLM replies (SQLite under CITEWISE_HOME).")
-    cache_path: Path | None = Field(None, description="Where the LLM cache lives (default: CITEWISE_HOME/llm_cache.sqlite3).")
+    cache_path: Path | None = Field(
+        None, description="Where the LLM cache lives (default: CITEWISE_HOME/llm_cache.sqlite3)."
+    )
     local_model_path: Path | None = Field(
-        None, description="A GGUF file or Hugging Face model folder for the `local` answerer (default: bundled SmolLM2)."
+        None,
+        description="A GGUF file or Hugging Face model folder for the `local` answerer (default: bundled SmolLM2).",
     )
 
 
@@ -165,7 +170,9 @@ class ServerSettings(BaseModel):
     port: int = Field(8000, ge=1, le=65535, description="Port `citewise serve` listens on.")
     rate_limit_per_minute: int = Field(60, ge=0, description="Requests per minute per API key (0: unlimited).")
     max_upload_mb: float = Field(50.0, gt=0, description="Largest accepted upload.")
-    log_questions: bool = Field(True, description="Log questions and outcomes under CITEWISE_HOME (for `citewise gaps`).")
+    log_questions: bool = Field(
+        True, description="Log questions and outcomes under CITEWISE_HOME (for `citewise gaps`)."
+    )
     cors_origins: tuple[str, ...] = Field((), description="Origins allowed to call the API from a browser.")
 
 
