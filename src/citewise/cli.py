@@ -233,7 +233,12 @@ def _print_answer(answer, *, shown: str = "") -> None:
     if answer.answer.strip() != shown.strip():
         if shown:
             out.print("\n[dim]Checked answer:[/]")
-        out.print(answer.answer, markup=False, highlight=False)
+        if out.is_terminal:  # reflow the markdown for the terminal; pipes and files get the exact answer text
+            from rich.markdown import Markdown
+
+            out.print(Markdown(answer.answer))
+        else:
+            out.print(answer.answer, markup=False, highlight=False)
     if answer.citations:
         out.print("\n[bold]Sources[/]")
         for c in answer.citations:
