@@ -98,3 +98,11 @@ def test_chat_repl_answers_and_keeps_going(home):
     assert result.exit_code == 0, result.output
     assert "Ask me anything" in result.stdout  # the greeting
     assert "twelve threads" in result.stdout and "Sources" in result.stdout
+
+
+def test_missing_vendor_extra_is_a_clear_error_naming_the_install_command(home, monkeypatch):
+    # The hint contains "[anthropic]", which a terminal renderer could take for markup and drop.
+    monkeypatch.setenv("CITEWISE_LLM", "anthropic:claude-test")
+    result = _ask(home, QUESTION)
+    assert result.exit_code == 2
+    assert "pip install 'citewise[anthropic]'" in result.stderr

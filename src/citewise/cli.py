@@ -17,6 +17,7 @@ from typing import Annotated
 import typer
 from pydantic import ValidationError as PydanticValidationError
 from rich.console import Console
+from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
@@ -27,7 +28,7 @@ from citewise.types import AnswerStyle, DocStatus, RetrievalMode
 
 app = typer.Typer(
     name="citewise",
-    help="Grounded documentation Q&A: ingest your docs, search them, evaluate retrieval.",
+    help="Grounded documentation Q&A: ingest your docs, ask with citations, serve the API and web chat, evaluate.",
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
@@ -83,7 +84,8 @@ def _run(fn: Callable[[], int | None]) -> None:
     try:
         code = fn() or 0
     except CitewiseError as exc:
-        err.print(f"[bold red]Error:[/] {exc}", highlight=False)
+        # The message is plain text ("pip install 'citewise[openai]'" must survive), never Rich markup.
+        err.print(f"[bold red]Error:[/] {escape(str(exc))}", highlight=False)
         raise typer.Exit(2) from None
     raise typer.Exit(code)
 
@@ -362,7 +364,7 @@ def chat(
                     _stream_run(cw, question, show_tokens=True, show_trace=trace, session_id=session, **options)
                 )
             except CitewiseError as exc:  # a bad question must not end the conversation
-                err.print(f"[bold red]Error:[/] {exc}", highlight=False)
+                err.print(f"[bold red]Error:[/] {escape(str(exc))}", highlight=False)
                 continue
             _print_answer(answer, shown=shown)
 
@@ -580,8 +582,6 @@ def gaps(
     """What the docs should say next: refused or insufficient questions from the log, grouped, most asked first."""
 
     def go() -> int:
-        from rich.markup import escape
-
         from citewise.eval.gaps import gap_report
 
         report = gap_report(_settings(home), min_count=min_count)
