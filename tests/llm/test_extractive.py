@@ -14,6 +14,8 @@ from citewise.llm.extractive import (
     QuoteAnswer,
     compose_quote_answer,
     content_terms,
+    is_anaphoric,
+    is_navigation,
     question_focus,
     required_coverage,
     split_sentences,
@@ -123,6 +125,16 @@ def test_sentence_splitting_keeps_abbreviations_together():
         "Use a queue per tenant, e.g. Billing or Email.",
         "Workers poll every 15 s.",
         "Done now.",
+    ]
+
+
+def test_words_ending_like_an_abbreviation_still_end_a_sentence():
+    text = "He has appeared in films. He acts in comedy. Run it first. Then stop, e.g. Friday."
+    assert [text[s:e] for s, e in split_sentences(text)] == [
+        "He has appeared in films.",
+        "He acts in comedy.",
+        "Run it first.",
+        "Then stop, e.g. Friday.",
     ]
 
 
@@ -455,3 +467,159 @@ def test_a_block_after_a_sentence_about_something_else_is_not_attached():
     answer = compose_quote_answer(QUESTION, CHUNKS, max_sentences=4, min_score=0.3)
     assert "7433" in answer.text
     assert "apt-get" not in answer.text  # follows the port sentence, but installs the package
+
+
+# -- readability: sentences that point back or point elsewhere -------------------------------------------------------
+
+QUOTE_QUESTION = "What does quote mode do?"
+GENERATION = chunk(
+    "Table `[generation]` in `citewise.toml`; environment variables `CITEWISE_GENERATION__<NAME>`. They apply to\n"
+    "language model calls, so quote mode ignores them.",
+    "configuration.md",
+    dense=0.56,
+)
+ANSWERING = chunk(
+    "Which answerer writes the answers of `citewise ask` and the server. See\n"
+    "[Asking questions](answers.md) for how quote mode and agent mode work.",
+    "configuration.md",
+    dense=0.55,
+)
+QUOTE_MODE = chunk(
+    "Quote answers need no language model. It is the default: quote mode copies sentences verbatim, each followed "
+    "by its citation.\n\n## Limits\n\nThey bound how long quote mode may search.",
+    "answers.md",
+    dense=0.45,
+)
+DEFAULT_MODE = "It is the default: quote mode copies sentences verbatim, each followed by its citation."
+
+
+def test_a_sentence_pointing_back_at_an_unquoted_sentence_is_left_out():
+    answer = compose_quote_answer(QUOTE_QUESTION, [(1, GENERATION), (2, ANSWERING), (3, QUOTE_MODE)])
+    assert not answer.refused, answer.reason
+    # "They" would refer to the settings table, which shares nothing with the question: not quoted alone, not paired.
+    assert "They apply to" not in answer.text and "Table `[generation]`" not in answer.text
+    # A heading stands between "They bound …" and any antecedent: left out too.
+    assert "They bound" not in answer.text
+
+
+def test_a_sentence_pointing_back_comes_right_after_its_relevant_predecessor():
+    answer = compose_quote_answer(QUOTE_QUESTION, [(1, GENERATION), (2, ANSWERING), (3, QUOTE_MODE)])
+    # "It is the default: quote mode …" is the best sentence; its predecessor shares "quote" with the question, so
+    # it is quoted first, even though on its own it would fall below the relevance cutoff.
+    assert answer.text == f"Quote answers need no language model. [3] {DEFAULT_MODE} [3]"
+    for n, sentence in sentences_of(answer):  # still verbatim
+        assert sentence in {1: GENERATION, 2: ANSWERING, 3: QUOTE_MODE}[n].text
+
+
+def test_the_pair_is_only_taken_when_both_fit():
+    two = compose_quote_answer(QUOTE_QUESTION, [(3, QUOTE_MODE)], max_sentences=2)
+    assert two.text == f"Quote answers need no language model. [3] {DEFAULT_MODE} [3]"
+    one = compose_quote_answer(QUOTE_QUESTION, [(3, QUOTE_MODE)], max_sentences=1)
+    assert not one.refused and len(sentences_of(one)) == 1
+    assert "They bound" not in one.text  # the best sentence that points back, not the first one left over
+
+
+def test_navigation_sentences_are_dropped_when_other_sentences_exist():
+    answer = compose_quote_answer(QUOTE_QUESTION, [(1, GENERATION), (2, ANSWERING), (3, QUOTE_MODE)])
+    assert "See\n[Asking questions]" not in answer.text and 2 not in answer.used
+    for style in (AnswerStyle.DEFAULT, AnswerStyle.STRUCTURED):
+        structured = compose_quote_answer(QUOTE_QUESTION, [(2, ANSWERING), (3, QUOTE_MODE)], style=style)
+        assert "[Asking questions]" not in structured.text, structured.text
+
+
+def test_selection_never_turns_an_answer_into_a_refusal():
+    # Only a pointer elsewhere matches the question: quoted rather than refused (the gates decide refusals).
+    only_nav = compose_quote_answer(QUOTE_QUESTION, [(1, ANSWERING)])
+    assert not only_nav.refused and "[Asking questions](answers.md)" in only_nav.text
+    # Only a sentence pointing back at an off-topic one matches: quoted with what it points back to.
+    only_dangling = compose_quote_answer(QUOTE_QUESTION, [(1, GENERATION)])
+    assert not only_dangling.refused
+    assert only_dangling.text == (
+        "Table `[generation]` in `citewise.toml`; environment variables `CITEWISE_GENERATION__<NAME>`. [1] They "
+        "apply to\nlanguage model calls, so quote mode ignores them. [1]"
+    )
+    alone = compose_quote_answer(QUOTE_QUESTION, [(1, GENERATION)], max_sentences=1)
+    assert alone.text == "They apply to\nlanguage model calls, so quote mode ignores them. [1]"
+
+
+BIOGRAPHY = chunk(
+    "Dilip Joshi is an Indian film and television actor. He has appeared in a number of serials as well as films. "
+    "He acts mostly in comedy and currently plays Jethalal Gada in Taarak Mehta Ka Ooltah Chashmah.",
+    "joshi.md",
+    dense=0.6,
+)
+
+
+def test_a_chain_of_pointing_back_is_quoted_from_its_start():
+    answer = compose_quote_answer("Who plays Jethalal in Taarak Mehta Ka Ooltah Chashmah?", [(1, BIOGRAPHY)])
+    assert not answer.refused, answer.reason
+    assert answer.text == (
+        "Dilip Joshi is an Indian film and television actor. [1] He has appeared in a number of serials as well as "
+        "films. [1] He acts mostly in comedy and currently plays Jethalal Gada in Taarak Mehta Ka Ooltah Chashmah. [1]"
+    )
+    two = compose_quote_answer(
+        "Who plays Jethalal in Taarak Mehta Ka Ooltah Chashmah?", [(1, BIOGRAPHY)], max_sentences=2
+    )
+    assert two.text.startswith("He has appeared") and two.text.count("[1]") == 2
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "They apply to language model calls.",
+        "It answers with verbatim sentences.",
+        "This means the index is rebuilt.",
+        "These settings are read at start-up.",
+        "That is the default.",
+        "Such files are skipped.",
+        "In that case the answer is refused.",
+        "**It** never calls a model.",
+        "Both modes share the index.",
+    ],
+)
+def test_pointing_back_is_recognised(text):
+    assert is_anaphoric(text)
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "Quote mode needs no language model.",
+        "There is one index per home.",
+        "Items are ingested in order.",
+        "Theirs-free wording: Thesis mode is off.",
+        "Italy is not a setting.",
+        "Thenceforth nothing changes.",
+    ],
+)
+def test_ordinary_openings_are_not_pointing_back(text):
+    assert not is_anaphoric(text)
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "See [Asking questions](answers.md) for how quote mode and agent mode work.",
+        "See\n[Asking questions](answers.md) for how quote mode works.",
+        "For more, see the configuration page.",
+        "For details on every flag, see [the CLI reference](cli.md).",
+        "Read [Ingesting](ingesting.md) to learn which formats are parsed.",
+        "(See [The validator](#the-validator).)",
+        "Refer to the troubleshooting page when ingest stops.",
+    ],
+)
+def test_navigation_is_recognised(text):
+    assert is_navigation(text)
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "Seeding the index takes a minute.",
+        "Read the file with `cat` before ingesting it.",
+        "For each chunk, the embedder computes a vector.",
+        "Quote mode refuses unless the evidence is strong (see below).",
+    ],
+)
+def test_content_sentences_are_not_navigation(text):
+    assert not is_navigation(text)

@@ -12,7 +12,9 @@ Cheap and deterministic by construction — the same question over the same chun
    whole corpus hardly does (asked of the full-text index: "Kubernetes" in a guide that never names it) weighs
    three times as much: it is likely what the question is about;
 3. the best sentences are picked, near-duplicates dropped, and put back in reading order (chunk, then position),
-   each followed by its `[n]`; at most one code block joins them, from a passage they are quoted from.
+   each followed by its `[n]`; at most one code block joins them, from a passage they are quoted from. A sentence
+   that points back ("They apply to …") comes only right after the sentence it points back to, and a pointer
+   elsewhere ("See [X](x.md) for …") only when nothing else is quoted.
 
 It refuses — `REFUSAL_TEXT`, `refused=True` and a reason — when the best chunk's cosine similarity is below
 `min_score`, or when no sentence covers at least `min_overlap` of the question's weighted content words, a bar
@@ -53,6 +55,25 @@ RELATIVE_CUTOFF = 0.5
 # Two sentences sharing this much of their content words say the same thing; the weaker one is dropped.
 REDUNDANCY_JACCARD = 0.6
 MIN_SENTENCE_WORDS = 4
+# A sentence that opens by pointing back ("They apply to …", "This means …", "In that case …") says nothing on its
+# own: it is quoted only right after the sentence it points back to (its predecessor in the same passage, with no
+# heading or code between), which joins it when it shares a word with the question; otherwise the dangling sentence
+# is left out. Only when nothing else is left is it quoted anyway, with its predecessor when there is room.
+_ANAPHORIC_RE = re.compile(
+    r"^[\"'“‘(\[*_]*(?:(?:they|it|its|it's|this|these|those|that|that's|such|both|them|their|he|she|his|her)\b"
+    r"|in (?:that|this|such|either|both) cases?\b|the (?:latter|former|above)\b)",
+    re.I,
+)
+# A sentence that only points elsewhere ("See [Asking questions](answers.md) for how …", "For more, see …",
+# "Read [the guide](x.md) to …") answers nothing: it ranks below every other sentence and is quoted only when no
+# other sentence is.
+_NAVIGATION_RE = re.compile(
+    r"^[\"'“‘(\[*_]*(?:see\b"
+    r"|(?:for|to)\b[^.!?]{0,80}?,\s*(?:see|read|refer to)\b"
+    r"|(?:read|refer to|check out|visit|go to|head (?:over )?to|continue (?:with|to|reading)|more (?:on|about|in))\b"
+    r"(?=[^\n]*(?:\]\(|https?://|\.md\b|\b(?:page|section|chapter)\b)))",
+    re.I,
+)
 # A code block is quoted whole only when it covers at least this much of the question, or when it directly follows
 # a quoted sentence (only a label such as "**Fix.**" between): the command the sentence's section gives. Either
 # way only from a passage the answer already quotes prose from, so a block never stands in for an explanation
@@ -187,6 +208,8 @@ _SKIP_LINE_RE = re.compile(
 _LIST_ITEM_RE = re.compile(r"^(\s*(?:[-*+•]|\d+[.)])\s+|\s*>\s+)")
 _BOUNDARY_RE = re.compile(r"(?<=[.!?])[\"'”’)\]]*\s+(?=[\"'“‘(\[`*_]?[A-Z0-9])")
 _ABBREVIATIONS = ("e.g.", "i.e.", "etc.", "vs.", "approx.", "dr.", "mr.", "mrs.", "ms.", "no.", "fig.", "st.")
+# Whole words only: "films." and "first." end a sentence although they end with "ms." and "st.".
+_ABBREVIATION_RE = re.compile(r"(?:^|[^a-z])(?:" + "|".join(map(re.escape, _ABBREVIATIONS)) + r")$", re.I)
 _EDGE_TAG_RE = re.compile(r"^(?:\s*<[^<>]*>)+|(?:<[^<>]*>\s*)+$")
 
 
@@ -238,7 +261,7 @@ def split_sentences(text: str) -> list[tuple[int, int]]:
         cut = 0
         for match in _BOUNDARY_RE.finditer(paragraph):
             before = paragraph[cut : match.start()].rstrip("\"'”’)]")
-            if before.lower().endswith(_ABBREVIATIONS) or re.search(r"(?:^|\s)[A-Z]\.$", before):
+            if _ABBREVIATION_RE.search(before) or re.search(r"(?:^|\s)[A-Z]\.$", before):
                 continue  # "e.g. Foo", "J. Smith": not a sentence end
             spans.append((p_start + cut, p_start + match.start()))
             cut = match.end()
@@ -449,28 +472,7 @@ def compose_quote_answer(
         )
 
     limit = max(1, max_sentences - 1) if structured and max_sentences > 1 else max_sentences
-    chosen: list[Sentence] = []
-    rest: list[Sentence] = []
-    blocks: list[Sentence] = []  # code blocks that cover the question well, best first
-    for relevance, coverage, sentence in scored:
-        if coverage <= 0 or relevance < RELATIVE_CUTOFF * best_relevance:
-            break
-        if sentence.code:
-            if coverage >= CODE_MIN_COVERAGE:
-                blocks.append(sentence)
-            continue
-        if sentence.text.rstrip("*_ ").endswith(":"):
-            continue  # "Run this:" says nothing without what follows
-        duplicate = any(
-            _jaccard(sentence.terms, c.terms) >= REDUNDANCY_JACCARD or sentence.text.strip() == c.text.strip()
-            for c in chosen
-        )
-        if duplicate:
-            continue
-        if len(chosen) < limit:
-            chosen.append(sentence)
-        else:
-            rest.append(sentence)
+    chosen, rest, blocks = _select(question, chunks, scored, best_relevance, limit)
     if not chosen:
         return _refuse("The only relevant sentences introduce material the passages don't include.")
     top = chosen[0]
@@ -502,6 +504,132 @@ def compose_quote_answer(
         text = "\n\n".join(paragraphs)
         order = [s.n for s in chosen]
     return QuoteAnswer(text=text, used=list(dict.fromkeys(order)), refused=False, reason=None)
+
+
+def is_anaphoric(text: str) -> bool:
+    """Whether a sentence opens by pointing back at what came before ("They …", "This means …", "In that case …")."""
+    return bool(_ANAPHORIC_RE.match(text))
+
+
+def is_navigation(text: str) -> bool:
+    """Whether a sentence only points elsewhere ("See [X](x.md) for …", "For more, see …", "Read [X](x.md) to …")."""
+    return bool(_NAVIGATION_RE.match(text))
+
+
+def _predecessor(sentence: Sentence, chunks: Sequence[tuple[int, ScoredChunk]]) -> Sentence | None:
+    """The sentence right before `sentence` in its passage, if nothing but a paragraph break lies between (a heading
+    or a code block between means the pointing-back has no antecedent to quote)."""
+    text = chunks[sentence.slot][1].text
+    before = [(start, end) for start, end in split_sentences(text) if end <= sentence.start]
+    if not before:
+        return None
+    start, end = before[-1]
+    between = text[end : sentence.start]
+    if _FENCE_RE.search(between) or re.search(r"^\s*(?:#{1,6}\s|```|~~~)", between, re.M):
+        return None
+    words = text[start:end]
+    return Sentence(sentence.slot, sentence.n, start, end, words, frozenset(content_terms(words)))
+
+
+def _antecedents(
+    sentence: Sentence,
+    chunks: Sequence[tuple[int, ScoredChunk]],
+    taken: Callable[[Sentence], bool],
+    limit: int,
+) -> tuple[list[Sentence], bool]:
+    """The sentences `sentence` points back through, in reading order, up to the first that doesn't point back
+    ("Dilip Joshi is an actor. He has appeared in … He plays Jethalal …") or that is already `taken`, at most
+    `limit` of them; and whether the chain is anchored there (False: it runs into a heading, a code block, the
+    passage's start or the limit first)."""
+    heads: list[Sentence] = []
+    current = sentence
+    while is_anaphoric(current.text):
+        before = _predecessor(current, chunks)
+        if before is None or len(heads) >= limit:
+            return heads, False
+        if taken(before):
+            return heads, True
+        heads.insert(0, before)
+        current = before
+    return heads, True
+
+
+def _select(
+    question: str,
+    chunks: Sequence[tuple[int, ScoredChunk]],
+    scored: Sequence[tuple[float, float, Sentence]],
+    best_relevance: float,
+    limit: int,
+) -> tuple[list[Sentence], list[Sentence], list[Sentence]]:
+    """(chosen sentences, relevant ones left over, code blocks that cover the question well), best first.
+
+    Sentences at least RELATIVE_CUTOFF as relevant as the best one, near-duplicates and lead-ins ("Run this:")
+    dropped. A sentence that points back ("They …") joins only right after its predecessor, which must share a
+    question word (then both are taken, if there is room for both); a navigation sentence ("See … for …") only when
+    no other sentence is taken. Should nothing else remain, the best pointing-back sentence is quoted after all,
+    with its predecessor when there is room: selection never turns an answer into a refusal."""
+    question_terms = content_terms(question) | content_terms(question_focus(question))
+    chosen: list[Sentence] = []
+    rest: list[Sentence] = []
+    blocks: list[Sentence] = []
+    dangling: list[Sentence] = []
+    navigation: list[Sentence] = []
+
+    def duplicate(sentence: Sentence) -> bool:
+        return any(
+            _jaccard(sentence.terms, c.terms) >= REDUNDANCY_JACCARD or sentence.text.strip() == c.text.strip()
+            for c in chosen
+        )
+
+    def taken(sentence: Sentence) -> bool:
+        return any(c.slot == sentence.slot and c.start == sentence.start for c in chosen)
+
+    def taken_before(heads: list[Sentence], sentence: Sentence) -> bool:
+        before = _predecessor(heads[0] if heads else sentence, chunks)
+        return before is not None and taken(before)
+
+    for relevance, coverage, sentence in scored:
+        if coverage <= 0 or relevance < RELATIVE_CUTOFF * best_relevance:
+            break
+        if sentence.code:
+            if coverage >= CODE_MIN_COVERAGE:
+                blocks.append(sentence)
+            continue
+        if sentence.text.rstrip("*_ ").endswith(":"):
+            continue  # "Run this:" says nothing without what follows
+        if taken(sentence) or duplicate(sentence):
+            continue
+        if is_navigation(sentence.text):
+            navigation.append(sentence)
+            continue
+        if is_anaphoric(sentence.text):
+            heads, anchored = _antecedents(sentence, chunks, taken, limit)
+            if not anchored or not (taken_before(heads, sentence) or any(h.terms & question_terms for h in heads)):
+                dangling.append(sentence)  # what it points back to is missing or off the question
+                continue
+            if len(chosen) + len(heads) + 1 > limit:
+                dangling.append(sentence)  # not in `rest`: "Why It Matters" must not open with "They"
+                continue
+            if any(duplicate(h) for h in heads):
+                dangling.append(sentence)
+                continue
+            chosen += [*heads, sentence]
+            continue
+        if len(chosen) < limit:
+            chosen.append(sentence)
+        else:
+            rest.append(sentence)
+    if not chosen:  # a pointer elsewhere beats nothing ...
+        for sentence in navigation:
+            if len(chosen) < limit and not duplicate(sentence):
+                chosen.append(sentence)
+    if not chosen and dangling:  # ... and so does a sentence that points back, best with what it points back to
+        sentence = dangling[0]
+        heads, _ = _antecedents(sentence, chunks, taken, limit)
+        heads = [h for h in heads if not is_navigation(h.text)]
+        heads = heads[max(0, len(heads) - (limit - 1)) :] if limit > 1 else []
+        chosen += [*heads, sentence]
+    return chosen, rest, blocks
 
 
 def _code_block(
@@ -548,7 +676,9 @@ def _why_sentence(
     if rest:
         return rest[0]
     taken = {(s.slot, s.start) for s in chosen}
-    neighbours = [s for s in _candidates([chunks[top.slot]]) if (top.slot, s.start) not in taken]
+    neighbours = [
+        s for s in _candidates([chunks[top.slot]]) if (top.slot, s.start) not in taken and not is_navigation(s.text)
+    ]
     after = [s for s in neighbours if s.start > top.start]
     pick = after[0] if after else (neighbours[-1] if neighbours else None)
     if pick is None:
