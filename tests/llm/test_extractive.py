@@ -623,3 +623,19 @@ def test_navigation_is_recognised(text):
 )
 def test_content_sentences_are_not_navigation(text):
     assert not is_navigation(text)
+
+
+def test_the_tail_of_a_sentence_cut_by_the_chunk_overlap_is_not_quoted():
+    text = (
+        "keeps journal segments in the retention window for fourteen days. "
+        "The retention window for journal segments is set with retention_days."
+    )
+    question = "How long does the retention window keep journal segments?"
+    first = chunk(text, "retention.md")
+    continuation = first.model_copy(update={"chunk_id": make_chunk_id(first.doc_id, 1), "chunk_index": 1})
+    answer = compose_quote_answer(question, [(1, continuation)])
+    assert not answer.refused
+    assert "keeps journal segments" not in answer.text
+    assert "retention_days" in answer.text
+    # The same text as a document's first chunk is a real sentence, however it is cased.
+    assert "keeps journal segments" in compose_quote_answer(question, [(1, first)]).text

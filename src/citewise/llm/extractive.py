@@ -292,13 +292,22 @@ def code_blocks(text: str) -> list[tuple[int, int]]:
     return spans
 
 
+def _continues_previous_chunk(text: str) -> bool:
+    """A chunk's first sentence that starts in lower case or on punctuation is the tail of a sentence cut by the
+    chunk overlap ("words, it refuses."), not a sentence of its own."""
+    first = text.lstrip()[:1]
+    return bool(first) and (first.islower() or first in ",;:)]}.")
+
+
 def _candidates(chunks: Sequence[tuple[int, ScoredChunk]], *, code: bool = False) -> list[Sentence]:
     sentences = []
     for slot, (n, chunk) in enumerate(chunks):
-        for start, end in split_sentences(chunk.text):
+        for index, (start, end) in enumerate(split_sentences(chunk.text)):
             text = chunk.text[start:end]
             if len(text.split()) < MIN_SENTENCE_WORDS:
                 continue
+            if index == 0 and chunk.chunk_index > 0 and _continues_previous_chunk(text):
+                continue  # the chunker's overlap began mid-sentence: quoting it would quote half a sentence
             sentences.append(Sentence(slot, n, start, end, text, frozenset(content_terms(text))))
         if code:
             for start, end in code_blocks(chunk.text):
