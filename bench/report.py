@@ -443,7 +443,7 @@ def peers_section(r: dict | None) -> list[str]:
     links = " · ".join(f"[{title}](bench/results/{stem}.png)" for stem, title in charts)
     lines += [
         "",
-        f"Charts (PNG, written by `bench/plots.py`; not committed, regenerate with `make bench`): {links}.",
+        f"Charts (PNG, written by `bench/plots.py` from the same run; `make bench` regenerates them): {links}.",
         "",
         "Notes: each system runs its own incremental path for the first ingest and the unchanged re-run (Citewise's "
         "ingest pipeline; LangChain `index()` with a record manager; LlamaIndex `IngestionPipeline` with a docstore), "
