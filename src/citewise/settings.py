@@ -49,7 +49,9 @@ class IngestSettings(BaseModel):
     )
     globs: tuple[str, ...] = Field(DEFAULT_GLOBS, description="File patterns ingested when a directory is given.")
     max_file_mb: float = Field(50.0, gt=0, description="Files larger than this fail with a clear error.")
-    embed_batch_size: int = Field(32, ge=1, le=1024, description="Chunks per embedding call.")
+    embed_batch_size: int = Field(
+        8, ge=1, le=1024, description="Chunks per forward pass of a local model (small batches stay in CPU cache)."
+    )
     commit_every: int = Field(
         512, ge=1, description="Chunks embedded between two commits to the index (progress survives a crash)."
     )

@@ -228,7 +228,10 @@ class OnnxEmbedder:
                     self._export(model_dir, target)
                 tokenizer = Tokenizer.from_file(str(model_dir / "tokenizer.json"))
                 tokenizer.enable_truncation(max_length=max_len)
-                tokenizer.enable_padding(pad_id=tokenizer.token_to_id("[PAD]") or 0)
+                # Padding happens per batch in `_run_batch`, after sorting by token count; a tokenizer.json may
+                # carry its own (e.g. fixed-length) padding, which would defeat that.
+                tokenizer.no_padding()
+                self._pad_id = tokenizer.token_to_id("[PAD]") or 0
                 self._tokenizer = tokenizer
                 options = ort.SessionOptions()
                 options.log_severity_level = 3
@@ -237,13 +240,16 @@ class OnnxEmbedder:
                 self.load_count += 1
         return self._session
 
-    def _encode(self, texts: list[str]) -> np.ndarray:
-        session = self._load()
-        encodings = self._tokenizer.encode_batch(texts)
-        ids = np.array([e.ids for e in encodings], dtype=np.int64)
-        mask = np.array([e.attention_mask for e in encodings], dtype=np.int64)
+    def _run_batch(self, token_ids: list[list[int]]) -> np.ndarray:
+        """Pad one batch to its longest member, run the model, pool."""
+        width = max(len(t) for t in token_ids)
+        ids = np.full((len(token_ids), width), self._pad_id, dtype=np.int64)
+        mask = np.zeros((len(token_ids), width), dtype=np.int64)
+        for row, tokens in enumerate(token_ids):
+            ids[row, : len(tokens)] = tokens
+            mask[row, : len(tokens)] = 1
         feeds = {"input_ids": ids, "attention_mask": mask, "token_type_ids": np.zeros_like(ids)}
-        hidden = session.run(None, {k: v for k, v in feeds.items() if k in self._inputs})[0]
+        hidden = self._session.run(None, {k: v for k, v in feeds.items() if k in self._inputs})[0]
         if self._pooling == "cls":
             pooled = hidden[:, 0]
         else:
@@ -251,18 +257,26 @@ class OnnxEmbedder:
             pooled = (hidden * weights).sum(axis=1) / np.clip(weights.sum(axis=1), 1e-9, None)
         return _normalise(pooled) if self._normalize else pooled.astype(np.float32)
 
+    def _encode(self, texts: list[str]) -> np.ndarray:
+        self._load()
+        return self._run_batch([e.ids for e in self._tokenizer.encode_batch(texts)])
+
     def embed_documents(self, texts: Sequence[str]) -> np.ndarray:
         if not texts:
             return np.zeros((0, 0), dtype=np.float32)
-        # Sorting by length keeps padding (wasted compute) small within each batch; order is restored after.
-        order = sorted(range(len(texts)), key=lambda i: len(texts[i]))
-        parts = []
+        self._load()
+        # Tokenize once, then batch texts of similar *token* count: a batch costs its longest member times its
+        # size (attention: squared), so sorting keeps the padding small. Characters are a poor proxy here (code
+        # and prose differ about 2x in characters per token). Order is restored after.
+        token_ids = [e.ids for e in self._tokenizer.encode_batch(list(texts))]
+        order = sorted(range(len(texts)), key=lambda i: len(token_ids[i]))
+        out = None
         for start in range(0, len(order), self._batch_size):
             batch = order[start : start + self._batch_size]
-            parts.append(self._encode([texts[i] for i in batch]))
-        stacked = np.vstack(parts)
-        out = np.empty_like(stacked)
-        out[order] = stacked
+            vectors = self._run_batch([token_ids[i] for i in batch])
+            if out is None:
+                out = np.empty((len(texts), vectors.shape[1]), dtype=np.float32)
+            out[batch] = vectors
         return out
 
     def embed_query(self, text: str) -> np.ndarray:

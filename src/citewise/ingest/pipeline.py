@@ -35,6 +35,8 @@ SKIP_DIRS = frozenset({".git", ".hg", ".svn", ".venv", "venv", "node_modules", "
 
 Progress = Callable[[str, int, int], None]  # (stage, done, total)
 
+_TEXTS_PER_CALL = 256  # per embedder call: enough texts to sort by length into batches, still frequent progress
+
 
 class IngestFailure(BaseModel):
     source: str
@@ -292,12 +294,16 @@ class Ingestor:
     def _commit(self, batch: list[_Ready], report: IngestReport) -> None:
         if not batch:
             return
-        missing = [(r, i) for r in batch for i, v in enumerate(r.vectors) if v is None]
-        size = self.settings.ingest.embed_batch_size
+        missing = [(r, i, search_text(r.chunks[i])) for r in batch for i, v in enumerate(r.vectors) if v is None]
+        # A batch of texts costs its longest member times its size, so the embedder sorts what it is given by
+        # length. Handing it only one model batch at a time would leave nothing to sort: give it several, of
+        # roughly similar length (characters here; it sorts by tokens within), and report progress per call.
+        missing.sort(key=lambda item: len(item[2]))
+        size = max(_TEXTS_PER_CALL, self.settings.ingest.embed_batch_size)
         for start in range(0, len(missing), size):
             part = missing[start : start + size]
-            vectors = self.kb.embed_documents([search_text(r.chunks[i]) for r, i in part])
-            for (ready, i), vector in zip(part, vectors, strict=True):
+            vectors = self.kb.embed_documents([text for _, _, text in part])
+            for (ready, i, _), vector in zip(part, vectors, strict=True):
                 ready.vectors[i] = vector
             report.chunks_embedded += len(part)
             self.progress("embed", report.chunks_embedded, report.chunks_embedded + len(missing) - start - len(part))
