@@ -68,3 +68,25 @@ def test_local_model_path_must_exist(tmp_path):
 def test_missing_vendor_extra_says_what_to_install():
     with pytest.raises(MissingExtraError, match=r"pip install 'citewise\[openai\]'"):
         create_embedder(Settings(embeddings="openai:text-embedding-3-small"))
+
+
+@pytest.mark.parametrize(
+    ("provider", "module", "cls", "expected"),
+    [
+        ("openai", "langchain_openai", "OpenAIEmbeddings", {"timeout": 7.5}),
+        ("google", "langchain_google_genai", "GoogleGenerativeAIEmbeddings", {"request_options": {"timeout": 7.5}}),
+        ("cohere", "langchain_cohere", "CohereEmbeddings", {"request_timeout": 7.5}),
+        ("ollama", "langchain_ollama", "OllamaEmbeddings", {"client_kwargs": {"timeout": 7.5}}),
+    ],
+)
+def test_vendor_embeddings_get_the_configured_timeout(monkeypatch, provider, module, cls, expected):
+    # The vendor SDKs aren't installed here; a stand-in class records what Citewise would construct it with.
+    import sys
+    import types
+
+    seen: dict = {}
+    stand_in = types.ModuleType(module)
+    setattr(stand_in, cls, lambda **kwargs: seen.update(kwargs))
+    monkeypatch.setitem(sys.modules, module, stand_in)
+    create_embedder(Settings(embeddings=f"{provider}:some-model", generation={"embed_timeout_s": 7.5}))
+    assert {k: seen[k] for k in expected} == expected

@@ -289,14 +289,24 @@ class _Vendor:
     cls: str
     extra: str
     package: str
+    timeout_kwarg: str  # each SDK names its per-request timeout differently
     model_kwarg: str = "model"
+
+    def timeout(self, seconds: float) -> dict:
+        if self.timeout_kwarg == "request_options":  # google: {"timeout": s} inside request_options
+            return {"request_options": {"timeout": seconds}}
+        if self.timeout_kwarg == "client_kwargs":  # ollama: passed to its httpx client
+            return {"client_kwargs": {"timeout": seconds}}
+        return {self.timeout_kwarg: seconds}
 
 
 _VENDORS = {
-    "openai": _Vendor("langchain_openai", "OpenAIEmbeddings", "openai", "langchain-openai"),
-    "google": _Vendor("langchain_google_genai", "GoogleGenerativeAIEmbeddings", "google", "langchain-google-genai"),
-    "cohere": _Vendor("langchain_cohere", "CohereEmbeddings", "cohere", "langchain-cohere"),
-    "ollama": _Vendor("langchain_ollama", "OllamaEmbeddings", "ollama", "langchain-ollama"),
+    "openai": _Vendor("langchain_openai", "OpenAIEmbeddings", "openai", "langchain-openai", "timeout"),
+    "google": _Vendor(
+        "langchain_google_genai", "GoogleGenerativeAIEmbeddings", "google", "langchain-google-genai", "request_options"
+    ),
+    "cohere": _Vendor("langchain_cohere", "CohereEmbeddings", "cohere", "langchain-cohere", "request_timeout"),
+    "ollama": _Vendor("langchain_ollama", "OllamaEmbeddings", "ollama", "langchain-ollama", "client_kwargs"),
 }
 _VENDORS["google_genai"] = _VENDORS["google"]
 
@@ -349,7 +359,7 @@ def create_embedder(settings: Settings) -> Embedder:
         module = __import__(vendor.module, fromlist=[vendor.cls])
     except ImportError as exc:
         raise MissingExtraError(f"Embeddings provider {provider!r}", vendor.extra, vendor.package) from exc
-    kwargs = {vendor.model_kwarg: model}
+    kwargs = {vendor.model_kwarg: model, **vendor.timeout(settings.generation.embed_timeout_s)}
     if settings.embeddings_base_url:
         kwargs["base_url"] = settings.embeddings_base_url
     try:
