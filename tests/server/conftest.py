@@ -13,6 +13,7 @@ import pytest
 import uvicorn
 from fastapi import FastAPI
 from fastapi.testclient import TestClient
+from tests.agent.agent_support import ALICE
 from tests.conftest import CORPUS
 
 from citewise.index.knowledge_base import KnowledgeBase
@@ -107,9 +108,6 @@ def live_server() -> Iterator[Callable[[FastAPI], LiveServer]]:
 
 
 AGENT_CORPUS = Path(__file__).parents[1] / "fixtures" / "agent_corpus"
-ALICE = "alice"
-WORKER_QUESTION = "How do I pin the worker pool to a fixed number of threads?"
-WORKER_ANSWER = "Set `worker_threads = 12` to pin the worker pool to twelve threads [1]."
 VAULT_QUESTION = "Which command rotates the journal encryption key in the vault?"
 VAULT_SECRET = "kestrel-vault-7"
 PLAN = '["Search the docs for the question", "Answer with citations"]'

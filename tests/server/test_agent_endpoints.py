@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import uuid
 
-from tests.server.conftest import ALICE, KEYS, VAULT_QUESTION, VAULT_SECRET, WORKER_QUESTION, auth
+from tests.agent.agent_support import ALICE, WORKER_QUESTION
+from tests.server.conftest import KEYS, VAULT_QUESTION, VAULT_SECRET, auth
 
 from citewise.types import Status
 

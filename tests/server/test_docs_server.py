@@ -9,7 +9,7 @@ import re
 import shlex
 from pathlib import Path
 
-from tests.server.conftest import WORKER_QUESTION
+from tests.agent.agent_support import WORKER_QUESTION
 
 PAGE = Path(__file__).parents[2] / "docs" / "server.md"
 

@@ -16,7 +16,8 @@ from pathlib import Path
 
 import pytest
 from pydantic import SecretStr
-from tests.server.conftest import KEYS, PLAN, WORKER_ANSWER, WORKER_QUESTION, auth
+from tests.agent.agent_support import WORKER_ANSWER, WORKER_QUESTION
+from tests.server.conftest import KEYS, PLAN, auth
 
 from citewise.llm.testing import ScriptedChatModel
 

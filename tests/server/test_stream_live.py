@@ -12,7 +12,8 @@ from typing import Any
 import httpx
 from httpx_sse import ServerSentEvent, connect_sse
 from pydantic import PrivateAttr
-from tests.server.conftest import PLAN, WORKER_ANSWER, WORKER_QUESTION
+from tests.agent.agent_support import WORKER_ANSWER, WORKER_QUESTION
+from tests.server.conftest import PLAN
 
 from citewise.llm.testing import ScriptedChatModel
 
