@@ -98,12 +98,24 @@ class RetrievalMode(StrEnum):
     LEXICAL = "lexical"
 
 
+class RankingProfile(BaseModel):
+    """How a search's ranked lists looked before fusion and the gate: the cosines of the best vector candidates
+    (best first) and the chunk ids at the top of the vector and the full-text lists. Quote mode weighs the best
+    passage against the rest of the corpus with it."""
+
+    dense: list[float] = Field(default_factory=list)
+    dense_top: list[str] = Field(default_factory=list)
+    lexical_top: list[str] = Field(default_factory=list)
+
+
 class SearchResult(BaseModel):
     query: str
     mode: RetrievalMode
     chunks: list[ScoredChunk]
     empty: bool  # True when nothing passed the minimum score: the agent must not answer from nothing
     cached: bool = False
+    corrections: dict[str, str] = Field(default_factory=dict)  # misspelled word → the index word searched instead
+    profile: RankingProfile = Field(default_factory=RankingProfile)
 
 
 class DocumentRecord(BaseModel):
@@ -173,6 +185,17 @@ class Citation(BaseModel):
     quote_spans: list[tuple[int, int]] = Field(default_factory=list)
 
 
+class SectionRef(BaseModel):
+    """A section of the docs worth reading — not a citation: a refusal lists the closest ones it found."""
+
+    doc_id: str
+    chunk_id: str
+    filename: str
+    chapter: str = ""
+    title: str = ""
+    source_url: str | None = None
+
+
 class TraceEvent(BaseModel):
     """One step of a run: plan, constraints, tool_call, tool_result, validation, reprompt, retrieval_failure,
     fallback, guard, exit. Carries no timing, so the trace of a deterministic run is identical run to run."""
@@ -216,7 +239,9 @@ class Answer(BaseModel):
     citations: list[Citation] = Field(default_factory=list)
     sources: list[ScoredChunk] = Field(default_factory=list)  # every chunk retrieved or opened during the run
     insufficiencies: list[str] = Field(default_factory=list)
-    refusal_reason: str | None = None
+    refusal_reason: str | None = None  # stable code: weak_evidence, empty_retrieval, not_in_documentation, …
+    refusal_detail: str | None = None  # why, in plain words (quote mode)
+    closest_sections: list[SectionRef] = Field(default_factory=list)  # on a refusal: where to read instead (≤ 3)
     empty_retrieval: bool = False
     conflicting_info: list[ConflictInfo] = Field(default_factory=list)
     determinism: Determinism | None = None

@@ -217,3 +217,57 @@ def test_large_index_gets_an_ann_index_and_still_finds_exact_neighbours(settings
     hits = kb.store.dense(vectors[42], 5, "owner IN ('public')")
     assert hits[0].chunk_id == "c00042" and hits[0].dense == pytest.approx(1.0, abs=1e-3)
     assert [h.chunk_id for h in kb.store.lexical("passage 42", 3, None)][:1] == ["c00042"]
+
+
+# -- finding what a user means: typos, identifiers, section names --------------------------------------------------
+
+
+def test_misspelt_words_are_searched_as_the_index_words_they_mean(indexed):
+    retriever = Retriever(indexed)
+    result = retriever.search("how long are ledgr snapshts kept", 3)
+    assert result.corrections == {"ledgr": "ledger", "snapshts": "snapshots"}
+    assert result.chunks[0].filename == "backups.md"
+    # A correctly spelt question is searched as asked; so is a word no document uses.
+    assert retriever.search("How long are ledger snapshots kept?", 3).corrections == {}
+    assert retriever.prepare("Does it run on kubernetes?").corrections == {}
+
+
+def test_a_misspelt_stop_word_is_not_turned_into_a_term(indexed):
+    # Three letters are too few to correct safely, except back to a question word: "wat" is "what".
+    assert Retriever(indexed).prepare("wat is the ledger token header").corrections == {"wat": "what"}
+    assert Retriever(indexed).prepare("does the gpu matter").corrections == {}
+
+
+def test_one_owner_s_words_never_correct_another_s_question(indexed):
+    retriever = Retriever(indexed)
+    # "compensation" is only in alice's private document.
+    assert retriever.prepare("compensaton band", owner="alice").corrections == {"compensaton": "compensation"}
+    assert retriever.prepare("compensaton band").corrections == {}
+    assert retriever.prepare("compensaton band", owner="bob").corrections == {}
+
+
+def test_an_identifier_named_exactly_finds_the_passage_that_holds_it_whole(kb, tmp_path):
+    root = tmp_path / "ids"
+    root.mkdir()
+    (root / "keys.md").write_text(
+        "# API keys\n\nSet `LEDGER_API_KEYS` to a JSON object mapping each key to its owner.\n"
+    )
+    (root / "other.md").write_text(
+        "# Notes\n\nThe ledger keeps API calls in a log. Keys of the log are ledger ids; API users see them.\n"
+    )
+    Ingestor(kb).ingest_paths([root])
+    result = Retriever(kb).search("LEDGER_API_KEYS", 2, mode="lexical")
+    assert result.chunks[0].filename == "keys.md"
+
+
+def test_a_question_naming_a_section_finds_that_section(indexed):
+    # "Restoring" is only the heading of the section; its text says "roll the ledger back".
+    result = Retriever(indexed).search("restoring", 3, mode="lexical")
+    assert "ledgerctl restore" in result.chunks[0].text
+
+
+def test_a_search_reports_how_its_ranked_lists_looked(indexed):
+    result = Retriever(indexed).search("How long are ledger snapshots kept?", 3)
+    profile = result.profile
+    assert profile.dense == sorted(profile.dense, reverse=True) and len(profile.dense) >= 3
+    assert result.chunks[0].chunk_id in profile.dense_top and profile.lexical_top

@@ -6,6 +6,7 @@ has to embed, so `docs list` or an ingest with nothing new never pay for either.
 
 from __future__ import annotations
 
+import threading
 from pathlib import Path
 
 import numpy as np
@@ -13,6 +14,7 @@ import numpy as np
 from citewise.index.embeddings import Embedder, create_embedder
 from citewise.index.registry import Manifest, Registry, now_iso
 from citewise.index.store import VectorStore
+from citewise.index.vocabulary import Vocabulary
 from citewise.settings import Settings
 
 
@@ -27,6 +29,8 @@ class KnowledgeBase:
         self._reload_manifest()
         self._embedder = embedder
         self._store: VectorStore | None = None
+        self._vocabulary: Vocabulary | None = None
+        self._vocabulary_lock = threading.Lock()
 
     # -- lazily built parts ------------------------------------------------------------------------------------
     @property
@@ -44,6 +48,22 @@ class KnowledgeBase:
                 self.dir / "lancedb", ann_index_threshold=self.settings.retrieval.ann_index_threshold
             )
         return self._store
+
+    @property
+    def vocabulary(self) -> Vocabulary:
+        """The index's words and their chunk counts (spelling correction, corpus statistics), for the store's current
+        version: read from `vocabulary.json` when it was built from this version, else rebuilt from the store and
+        saved for the next process."""
+        version = self.store.version()
+        with self._vocabulary_lock:
+            vocabulary = self._vocabulary
+            if vocabulary is None or vocabulary.version != version:
+                vocabulary = Vocabulary.load(self.dir)
+                if vocabulary is None or vocabulary.version != version:
+                    vocabulary = Vocabulary.build(self.store.indexed_texts(), version)
+                    vocabulary.save(self.dir)
+                self._vocabulary = vocabulary
+            return vocabulary
 
     # -- embedding, checked against the manifest ---------------------------------------------------------------
     def embed_documents(self, texts: list[str]) -> np.ndarray:

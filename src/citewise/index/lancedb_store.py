@@ -8,7 +8,7 @@ incrementally by `optimize()`; rows written since are still searched (flat), so 
 from __future__ import annotations
 
 import os
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from datetime import timedelta
 from pathlib import Path
 
@@ -21,7 +21,7 @@ import pyarrow as pa
 from lancedb.index import FTS, Bitmap, BTree, IvfHnswSq
 
 from citewise.errors import RetrievalError
-from citewise.index.store import Hit, in_list
+from citewise.index.store import Hit, in_list, search_text
 from citewise.types import Chunk
 
 TABLE = "chunks"
@@ -47,10 +47,6 @@ _CHUNK_COLUMNS = [name for name, _ in _META_FIELDS if name != "search_text"]
 
 def _schema(dim: int) -> pa.Schema:
     return pa.schema([*(pa.field(n, t) for n, t in _META_FIELDS), pa.field("vector", pa.list_(pa.float32(), dim))])
-
-
-def search_text(chunk: Chunk) -> str:
-    return "\n".join(part for part in (chunk.title, chunk.chapter, chunk.text) if part)
 
 
 def _vector_matrix(rows: pa.Table) -> np.ndarray:
@@ -220,6 +216,13 @@ class LanceStore:
             .to_list()
         )
         return {row["chunk_id"]: Chunk(**row) for row in rows}
+
+    def indexed_texts(self) -> Iterator[tuple[str, str]]:
+        if self._table is None:
+            return
+        rows = self._table.search().select(["owner", "search_text"]).limit(None).to_arrow()
+        for batch in rows.to_batches(max_chunksize=4096):
+            yield from zip(batch.column("owner").to_pylist(), batch.column("search_text").to_pylist(), strict=True)
 
     def chunks(self, where: str | None = None) -> list[Chunk]:
         """Every chunk matching `where`, in document order (inspection and tests; not a search)."""

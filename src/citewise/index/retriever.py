@@ -9,19 +9,32 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 from collections import OrderedDict
 from collections.abc import Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 
 import numpy as np
 
 from citewise.errors import ValidationError
 from citewise.index.knowledge_base import KnowledgeBase
 from citewise.index.store import Hit, VectorStore, build_where
-from citewise.types import RetrievalMode, ScoredChunk, SearchResult
+from citewise.text import identifier_tokens
+from citewise.types import RankingProfile, RetrievalMode, ScoredChunk, SearchResult
 
 MAX_QUERY_CHARS = 10_000
 MAX_SELECTED_TEXT_CHARS = 10_000
+
+
+@dataclass(frozen=True, slots=True)
+class PreparedQuery:
+    """A query as searched: `corrected` is embedded, `lexical` goes to the full-text index."""
+
+    text: str  # as asked
+    corrected: str  # misspelled words replaced by the index words they most likely mean
+    lexical: str  # `corrected` plus the compact form of each identifier it names
+    corrections: dict[str, str]  # word as asked → word searched
 
 
 def reciprocal_rank_fusion(
@@ -42,6 +55,17 @@ def reciprocal_rank_fusion(
             entry.dense = hit.dense if hit.dense is not None else entry.dense
             entry.lexical = hit.lexical if hit.lexical is not None else entry.lexical
     return sorted(fused.values(), key=lambda h: (-h.score, best[h.chunk_id], h.chunk_id))
+
+
+PROFILE_DEPTH = 20
+
+
+def _profile(dense: Sequence[Hit], lexical: Sequence[Hit]) -> RankingProfile:
+    return RankingProfile(
+        dense=[round(h.dense, 6) for h in dense[:PROFILE_DEPTH] if h.dense is not None],
+        dense_top=[h.chunk_id for h in dense[:3]],
+        lexical_top=[h.chunk_id for h in lexical[:3]],
+    )
 
 
 def _mode(mode: RetrievalMode | str | None, default: RetrievalMode) -> RetrievalMode:
@@ -92,9 +116,11 @@ class Retriever:
             self._cache.move_to_end(key)
             return self._cache[key].model_copy(update={"cached": True}, deep=True)  # callers may edit their copy
 
-        result = self._gate(
-            self.kb.store, query, mode, top_k, self._rank(self.kb.store, query, self._depth(top_k), mode, where)
-        )
+        prepared = self.prepare(query, owner)
+        ranked, profile = self._rank(self.kb.store, prepared, self._depth(top_k), mode, where)
+        result = self._gate(self.kb.store, query, mode, top_k, ranked)
+        result.corrections = dict(prepared.corrections)
+        result.profile = profile
         if not result.empty and self.settings.cache_size:
             self._cache[key] = result
             while len(self._cache) > self.settings.cache_size:
@@ -112,8 +138,28 @@ class Retriever:
     ) -> list[ScoredChunk]:
         """Raw ranking to any depth, ungated and uncached: for evaluation, not for answering."""
         query = self._validate_query(query)
-        hits = self._rank(self.kb.store, query, limit, _mode(mode, self.settings.mode), build_where(owner, filters))
+        where = build_where(owner, filters)
+        hits, _ = self._rank(self.kb.store, self.prepare(query, owner), limit, _mode(mode, self.settings.mode), where)
         return self._materialize(self.kb.store, hits)
+
+    def prepare(self, query: str, owner: str | None = None) -> PreparedQuery:
+        """The query as it is searched: words the index has never seen replaced by the index word they most likely
+        misspell (see `citewise.index.vocabulary`), and, for the full-text side, the compact form of every
+        identifier it names. Nothing changes for a query of known words."""
+        if self.kb.manifest is None:
+            return PreparedQuery(query, query, query, {})
+        view = self.kb.vocabulary.view(owner)
+        corrections: dict[str, str] = {}
+        for word in dict.fromkeys(re.findall(r"[A-Za-z]+", query)):
+            fixed = view.correct(word)
+            if fixed is not None:
+                corrections[word] = fixed
+        corrected = query
+        if corrections:
+            pattern = re.compile(r"\b(" + "|".join(map(re.escape, corrections)) + r")\b")
+            corrected = pattern.sub(lambda m: corrections[m.group(1)], query)
+        lexical = " ".join([corrected, *identifier_tokens(corrected)])
+        return PreparedQuery(query, corrected, lexical, corrections)
 
     def clear_cache(self) -> None:
         self._cache.clear()
@@ -147,38 +193,48 @@ class Retriever:
         }
         return hashlib.sha256(json.dumps(payload, sort_keys=True).encode()).hexdigest()
 
-    def _rank(self, store: VectorStore, query: str, limit: int, mode: RetrievalMode, where: str | None) -> list[Hit]:
+    def _rank(
+        self, store: VectorStore, query: PreparedQuery, limit: int, mode: RetrievalMode, where: str | None
+    ) -> tuple[list[Hit], RankingProfile]:
+        """The fused ranking, and the profile of the lists it was fused from (what quote mode weighs the best
+        passage against)."""
         persistent = store is self.kb.store
         if persistent and self.kb.manifest is None:
-            return []  # nothing was ever ingested: don't load a model to search nothing
+            return [], RankingProfile()  # nothing was ever ingested: don't load a model to search nothing
         if mode == RetrievalMode.LEXICAL:
-            hits = store.lexical(query, limit, where)
+            hits = store.lexical(query.lexical, limit, where)
             for hit in hits:
                 hit.score = hit.lexical
-            return hits
+            return hits, _profile([], hits)
         lexical = None
         if mode == RetrievalMode.HYBRID:
-            lexical = self._pool.submit(store.lexical, query, limit, where, with_vectors=True)
+            lexical = self._pool.submit(store.lexical, query.lexical, limit, where, with_vectors=True)
         # The manifest-checked path for the index on disk; the in-memory store has no manifest to check against.
-        vector = self.kb.embed_query(query) if persistent else self.kb.embedder.embed_query(query)
+        text = query.corrected
+        vector = self.kb.embed_query(text) if persistent else self.kb.embedder.embed_query(text)
         dense = store.dense(vector, limit, where)
         for hit in dense:
             hit.score = hit.dense
         if lexical is None:
-            return dense
+            return dense, _profile(dense, [])
         lexical_hits = lexical.result()
         if lexical_hits:  # every candidate needs its cosine for the gate: one matrix product for all BM25 hits
             cosines = np.vstack([h.vector for h in lexical_hits]) @ vector
             for hit, cosine in zip(lexical_hits, cosines, strict=True):
                 hit.dense, hit.vector = float(cosine), None
-        return reciprocal_rank_fusion(
+        fused = reciprocal_rank_fusion(
             [dense, lexical_hits], k=self.settings.rrf_k, weights=[1.0, self.settings.lexical_weight]
         )
+        return fused, _profile(dense, lexical_hits)
 
     def _gate(self, store: VectorStore, query: str, mode: RetrievalMode, top_k: int, ranked: list[Hit]) -> SearchResult:
         if mode != RetrievalMode.LEXICAL:
-            floor = self.settings.min_score
-            ranked = [h for h in ranked if h.dense is not None and h.dense >= floor]
+            # A passage the full-text side matched too needs less cosine: a short question ("how do I change the
+            # port") is far from every passage in vector space, while its words find the right one.
+            floor, matched = self.settings.min_score, self.settings.min_score_matched
+            ranked = [
+                h for h in ranked if h.dense is not None and h.dense >= (matched if h.lexical is not None else floor)
+            ]
         chunks = self._materialize(store, ranked[:top_k])
         return SearchResult(query=query, mode=mode, chunks=chunks, empty=not chunks)
 
@@ -208,5 +264,8 @@ class Retriever:
         store = LanceStore.ephemeral()
         store.replace_documents([doc_id], chunks, self.kb.embedder.embed_documents([c.text for c in chunks]))
         store.optimize()
-        ranked = self._rank(store, query, self._depth(top_k), mode, None)
-        return self._gate(store, query, mode, top_k, ranked)
+        prepared = PreparedQuery(query, query, " ".join([query, *identifier_tokens(query)]), {})
+        ranked, profile = self._rank(store, prepared, self._depth(top_k), mode, None)
+        result = self._gate(store, query, mode, top_k, ranked)
+        result.profile = profile
+        return result

@@ -7,13 +7,14 @@ Callers (the ingest pipeline, the retriever, eval) only see `VectorStore`; Lance
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
 import numpy as np
 
 from citewise.errors import ValidationError
+from citewise.text import identifier_tokens
 from citewise.types import PUBLIC_OWNER, Chunk
 
 OWNER_RE = re.compile(r"^[A-Za-z0-9_.@-]{1,128}$")
@@ -31,6 +32,16 @@ class Hit:
     dense: float | None = None  # cosine similarity to the query
     lexical: float | None = None  # BM25 score
     vector: np.ndarray | None = None  # the chunk's vector, when asked for (BM25 hits need their cosine)
+
+
+def search_text(chunk: Chunk) -> str:
+    """What the full-text index sees of a chunk: its title, heading path and text, the section's own heading once
+    more (most documentation questions name the section that answers them, so a heading word counts twice), and
+    the compact form of every multi-part identifier in it (`CITEWISE_API_KEYS` also as `citewiseapikeys`), so a
+    question naming an identifier exactly finds it ahead of passages that merely hold its parts."""
+    section = chunk.chapter.rsplit(" > ", 1)[-1].strip() if chunk.chapter else ""
+    parts = [chunk.title, chunk.chapter, section, chunk.text, " ".join(identifier_tokens(chunk.text))]
+    return "\n".join(part for part in parts if part)
 
 
 class VectorStore(Protocol):
@@ -60,6 +71,9 @@ class VectorStore(Protocol):
 
     def chunks(self, where: str | None = None) -> list[Chunk]:
         """Every chunk matching `where` (inspection and tests, not search)."""
+
+    def indexed_texts(self) -> Iterator[tuple[str, str]]:
+        """(owner, `search_text`) of every chunk: what the full-text index holds, for the index vocabulary."""
 
     def optimize(self) -> None:
         """Fold new rows into the indexes (FTS, ANN past a size threshold) and compact; run after an ingest."""

@@ -1,0 +1,157 @@
+"""The index's own vocabulary: which words its chunks hold and in how many chunks, per owner.
+
+It serves two needs at query time, for any index size, without asking the full-text engine word by word:
+
+- **spelling correction against the docs** — "how do i delet a documnet from the indx" is searched as "delete a
+  document from the index": only words the index has never seen are corrected, and only to a word it holds (the
+  most frequent one among the closest by optimal-string-alignment distance, which counts a swap of two letters as
+  one edit), so a correctly spelled word is never changed and a word no document uses stays as asked;
+- **corpus statistics** — how many chunks hold a word, which quote mode uses to tell the words a question hinges
+  on (rare in the corpus) from the product's name (in most chunks).
+
+Words are counted per owner, so one owner's documents never correct or inform another owner's questions. The
+vocabulary is rebuilt from the store after an ingest changed something and kept in `index/vocabulary.json`,
+stamped with the store version it was built from: a reader whose store has moved on rebuilds it instead of
+trusting it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import tempfile
+import threading
+from collections import Counter
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from citewise.text import STOPWORDS, stem
+from citewise.types import PUBLIC_OWNER
+
+FILE = "vocabulary.json"
+FORMAT = 1
+_WORD_RE = re.compile(r"[a-z0-9]+")
+MIN_CORRECTED_CHARS = 4  # shorter words are too close to too many others to correct to anything but a stop word
+MAX_CORRECTED_CHARS = 40
+
+
+def chunk_terms(text: str) -> set[str]:
+    """The words a chunk's indexed text (`store.search_text`: compact identifiers included) contributes, lower-case
+    and split the way the full-text index splits them."""
+    return set(_WORD_RE.findall(text.lower()))
+
+
+_QUESTION_WORDS = frozenset({"what", "when", "where", "which", "who", "whom", "whose", "why", "how"})
+_SHORT_STOPWORDS = sorted(w for w in STOPWORDS if w.isalpha() and 3 <= len(w) <= 5)
+
+
+@dataclass
+class Vocabulary:
+    """Chunk counts per word, per owner. `df(word, owner)` counts the chunks `owner` may see (theirs and public)."""
+
+    version: int = 0
+    chunks: dict[str, int] = field(default_factory=dict)  # owner → chunk count
+    counts: dict[str, dict[str, int]] = field(default_factory=dict)  # owner → word → chunks holding it
+    _views: dict[str | None, _View] = field(default_factory=dict, repr=False)
+    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+
+    @classmethod
+    def build(cls, rows: Iterable[tuple[str, str]], version: int) -> Vocabulary:
+        """From (owner, indexed text) pairs, one per chunk."""
+        counts: dict[str, Counter[str]] = {}
+        chunks: Counter[str] = Counter()
+        for owner, text in rows:
+            chunks[owner] += 1
+            counts.setdefault(owner, Counter()).update(chunk_terms(text))
+        return cls(version=version, chunks=dict(chunks), counts={o: dict(c) for o, c in counts.items()})
+
+    # -- persistence ---------------------------------------------------------------------------------------------
+    @classmethod
+    def load(cls, directory: Path) -> Vocabulary | None:
+        try:
+            data = json.loads((directory / FILE).read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            return None
+        if not isinstance(data, dict) or data.get("format") != FORMAT:
+            return None
+        return cls(version=int(data["version"]), chunks=data["chunks"], counts=data["counts"])
+
+    def save(self, directory: Path) -> None:
+        """Atomically (a reader sees the old file or the new one); a home that can't be written keeps none."""
+        payload = {"format": FORMAT, "version": self.version, "chunks": self.chunks, "counts": self.counts}
+        try:
+            directory.mkdir(parents=True, exist_ok=True)
+            fd, tmp = tempfile.mkstemp(prefix=".vocabulary-", suffix=".json", dir=directory)
+            with os.fdopen(fd, "w", encoding="utf-8") as out:
+                json.dump(payload, out, separators=(",", ":"), sort_keys=True)
+            os.replace(tmp, directory / FILE)
+        except OSError:
+            pass
+
+    # -- queries -------------------------------------------------------------------------------------------------
+    def view(self, owner: str | None) -> _View:
+        """What `owner` may see: public words plus their own (None: public only)."""
+        key = None if owner in (None, PUBLIC_OWNER) else owner
+        with self._lock:
+            cached = self._views.get(key)
+            if cached is None:
+                owners = [PUBLIC_OWNER] + ([key] if key else [])
+                merged: Counter[str] = Counter()
+                for name in owners:
+                    merged.update(self.counts.get(name, {}))
+                total = sum(self.chunks.get(name, 0) for name in owners)
+                cached = self._views[key] = _View(dict(merged), total)
+            return cached
+
+
+class _View:
+    """One owner's view of the vocabulary: word counts, stem counts, and spelling correction."""
+
+    def __init__(self, counts: Mapping[str, int], chunks: int) -> None:
+        self.counts = counts
+        self.chunks = chunks
+        self._stems: dict[str, int] | None = None
+        self._choices: list[str] | None = None
+
+    def df(self, word: str) -> int:
+        """Chunks holding `word` (a lower-case word or compact identifier)."""
+        return self.counts.get(word.lower(), 0)
+
+    def stem_df(self, term: str) -> int:
+        """Chunks holding a word with this stem (`citewise.text.stem`), summed over the word's forms: an upper
+        bound, exact enough to tell rare from common."""
+        if self._stems is None:
+            stems: dict[str, int] = {}
+            for word, count in self.counts.items():
+                key = stem(word)
+                stems[key] = stems.get(key, 0) + count
+            self._stems = stems
+        return self._stems.get(term, 0)
+
+    def correct(self, word: str) -> str | None:
+        """The word the index holds that `word` is most likely a misspelling of, or None: when `word` is known, is
+        no plain word (digits), is too short or long, or nothing is close enough (one edit up to 7 letters, two
+        from 8). Ties go to the more frequent word, then the alphabetically first, so the result is stable."""
+        word = word.lower()
+        if word in self.counts or word in STOPWORDS or not word.isalpha() or len(word) > MAX_CORRECTED_CHARS:
+            return None
+        from rapidfuzz import process
+        from rapidfuzz.distance import OSA
+
+        if len(word) < MIN_CORRECTED_CHARS:  # "wat", "hwo": only a misspelt question word, never a term ("gpu")
+            if len(word) < 3:
+                return None
+            matches = process.extract(word, _SHORT_STOPWORDS, scorer=OSA.distance, score_cutoff=1, limit=None)
+            matches = [m for m in matches if m[0][0] == word[0]]
+            return min(matches, key=lambda m: (m[1], m[0] not in _QUESTION_WORDS, m[0]))[0] if matches else None
+        if self._choices is None:
+            self._choices = sorted(w for w in self.counts if w.isalpha() and len(w) >= MIN_CORRECTED_CHARS - 1)
+        limit = 1 if len(word) < 8 else 2
+        matches = process.extract(word, self._choices, scorer=OSA.distance, score_cutoff=limit, limit=None)
+        # A stop word only when it starts like the word ("waht" is "what"; "band" is not "and").
+        matches = [m for m in matches if m[0] not in STOPWORDS or m[0][0] == word[0]]
+        if not matches:
+            return None
+        return min(matches, key=lambda m: (m[1], -self.counts[m[0]], m[0]))[0]

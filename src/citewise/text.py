@@ -1,0 +1,239 @@
+"""Words and sentences of documentation text: the one home of tokens, stems, stop words, identifiers, sentence
+spans and code fences, for every module that reads text (quote mode, retrieval's query preparation, the validator,
+the question log).
+
+Everything here is cheap, deterministic and dependency-free: regular expressions and a light stemmer, so the same
+text always yields the same words on every machine.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+
+# ---------------------------------------------------------------------------------------------------------------
+# Stop words
+# ---------------------------------------------------------------------------------------------------------------
+
+_STOPWORD_TEXT = """
+a about above after again against all also am an and any are aren't as at be because been before being below
+between both but by can can't cannot could couldn't did didn't do does doesn't doing don't down during each
+few for from further get gets got had hadn't has hasn't have haven't having he her here hers herself him
+himself his how i if in into is isn't it it's its itself just let me more most mustn't my myself no nor not
+now of off on once only or other ought our ours ourselves out over own same shan't she should shouldn't so
+some such than that that's the their theirs them themselves then there there's these they this those
+through to too under until up upon us very was wasn't we were weren't what what's when where which while who
+whom whose why will with won't would wouldn't you your yours yourself yourselves
+tell explain describe please know want need like one ones thing things way ways much many make makes
+made use used using get give gives given say says said name named called call anyone someone something
+often exactly actually
+you've you're you'd you'll we're we've we'd they're they've they'd dont doesnt didnt isnt arent wasnt werent
+havent hasnt hadnt cant couldnt wouldnt shouldnt wont whats thats theres youre youve
+"""
+# How people phrase a request to a documentation assistant, not what they ask about: a word like "according" or
+# "guide" occurs in no passage, so it would weigh the most in the coverage of every retrieved sentence and sink it.
+_PHRASING_TEXT = """
+according docs doc documentation guide manual question questions quick answer answers hi hello hey thanks thank
+wondering curious i'm i've i'd i'll im ive
+"""
+STOPWORDS = frozenset(_STOPWORD_TEXT.split()) | frozenset(_PHRASING_TEXT.split())
+
+# ---------------------------------------------------------------------------------------------------------------
+# Tokens and stems
+# ---------------------------------------------------------------------------------------------------------------
+
+TOKEN_RE = re.compile(r"[a-z0-9]+(?:['’][a-z]+)?(?:[_.][a-z0-9]+)*")
+_SUFFIXES = (
+    ("ational", "ate"), ("ations", "at"), ("ation", "at"), ("ization", "iz"), ("ements", "e"), ("ement", "e"),
+    ("ments", ""), ("ment", ""), ("nesses", ""), ("ness", ""), ("ings", ""), ("ing", ""), ("ities", ""),
+    ("ity", ""), ("ies", "y"), ("ied", "y"), ("sses", "ss"), ("edly", ""), ("ed", ""), ("ers", ""), ("er", ""),
+    ("ly", ""), ("es", ""), ("s", ""),
+)  # fmt: skip
+
+
+def stem(word: str) -> str:
+    """A light, deterministic stemmer: enough that "configure", "configured" and "configuration" meet."""
+    word = word.lower().replace("’", "'")
+    if word.endswith("'s"):
+        word = word[:-2]
+    if not word.isalpha() or len(word) <= 3:
+        return word
+    for suffix, replacement in _SUFFIXES:
+        if word.endswith(suffix) and len(word) - len(suffix) >= 3 and not (suffix == "s" and word.endswith("ss")):
+            word = word[: -len(suffix)] + replacement
+            break
+    if word.endswith(("tion", "sion")) and len(word) > 6:
+        word = word[:-3]
+    if word.endswith("e") and len(word) > 4:
+        word = word[:-1]
+    return word[:7]
+
+
+def words(text: str) -> list[str]:
+    """Lower-case word tokens of `text`, identifiers (`chunk_size`, `v1.2`) kept whole."""
+    return TOKEN_RE.findall(text.lower())
+
+
+def content_words(text: str) -> dict[str, str]:
+    """{stem: the word as first written} for the content words of `text`; identifiers count whole and by their
+    parts."""
+    found: dict[str, str] = {}
+    for token in words(text):
+        parts = re.split(r"[_.]", token) if re.search(r"[_.]", token) else []
+        if len(parts) > 1 and not token.replace(".", "").isdigit():
+            found.setdefault(token, token)
+        for part in parts or [token]:
+            if part and part not in STOPWORDS and (len(part) > 1 or part.isdigit()):
+                found.setdefault(stem(part), part)
+    return found
+
+
+def content_terms(text: str) -> set[str]:
+    """Stems of the content words of `text`; identifiers count whole and by their parts."""
+    return set(content_words(text))
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Identifiers: what a question names exactly and the docs must hold as written
+# ---------------------------------------------------------------------------------------------------------------
+
+# A flag (`--prune`, `-k`), an environment variable or constant (`CITEWISE_API_KEYS`, `MAX_TURNS_REACHED`), a
+# dotted or snake_case name (`ingest.chunk_size`, `search_top_k`), a URL path (`/api/agent/stream`), a version
+# (`v1.2.3`, `0.40`), or a code with letters and digits (`ORB-404`, `E1234`, `0x5031`).
+IDENTIFIER_RE = re.compile(
+    r"(?<![\w/.-])(?:"
+    r"--?[A-Za-z][\w-]*"  # flags
+    r"|/[\w.{}-]+(?:/[\w.{}-]+)+/?"  # paths and routes
+    r"|[A-Za-z_][\w-]*(?:\.[A-Za-z_][\w-]*)+"  # dotted names (module.attr, ingest.chunk_size)
+    r"|v?\d+(?:\.\d+){1,3}(?:[-+][\w.]+)?"  # versions and decimals
+    r"|[A-Za-z]+-\d[\w-]*"  # codes such as ORB-404
+    r"|[A-Za-z]*\d[\w-]*"  # anything with a digit: codes, ids, numbers
+    r"|[A-Za-z][A-Za-z0-9]*_[\w]*"  # snake_case / SCREAMING_CASE
+    r"|[a-z]+[A-Z][A-Za-z0-9]*"  # camelCase
+    r"|[A-Z][a-z0-9]+[A-Z][A-Za-z0-9]*"  # PascalCase with an inner capital (IceDB, LanceDB)
+    r")(?![\w/-])"
+)
+
+
+def identifiers(text: str) -> list[str]:
+    """The identifiers `text` names, as written, in order, without repeats (trailing sentence dots dropped)."""
+    out: dict[str, None] = {}
+    for match in IDENTIFIER_RE.finditer(text):
+        token = match.group(0).rstrip(".")
+        if re.fullmatch(r"(?:[A-Za-z]\.)+[A-Za-z]?", token):
+            continue  # "e.g", "i.e": abbreviations, not dotted names
+        if (len(token) >= 2 and not token.isalpha()) or _looks_like_name(token):
+            out.setdefault(token, None)
+    return list(out)
+
+
+def _looks_like_name(token: str) -> bool:
+    return bool(re.fullmatch(r"[a-z]+[A-Z]\w*|[A-Z][a-z0-9]+[A-Z]\w*", token))
+
+
+def compact(identifier: str) -> str:
+    """The single index token an identifier becomes (`CITEWISE_API_KEYS` → `citewiseapikeys`, `--prune` →
+    `prune`, `/api/agent/stream` → `apiagentstream`): a full-text tokenizer that splits on punctuation would
+    otherwise only see its parts, anywhere in a passage."""
+    return re.sub(r"[^0-9a-z]+", "", identifier.lower())
+
+
+def identifier_tokens(text: str) -> list[str]:
+    """Compact forms of the multi-part identifiers in `text` (single words need none), for the full-text index."""
+    out: dict[str, None] = {}
+    for token in identifiers(text):
+        parts = [p for p in re.split(r"[^0-9A-Za-z]+", token) if p]
+        joined = compact(token)
+        if len(parts) > 1 and 3 <= len(joined) <= 40:
+            out.setdefault(joined, None)
+    return list(out)
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Sentences and code fences
+# ---------------------------------------------------------------------------------------------------------------
+
+FENCE_RE = re.compile(r"^\s*(```|~~~)")
+_SKIP_LINE_RE = re.compile(
+    r"^\s*(?:#{1,6}\s|\||[=\-~^*_]{3,}\s*$|<[^>]*>\s*$|</|\{/\*|import\s|export\s|\.\.\s+\w+::|:\w+:)"
+)
+LIST_ITEM_RE = re.compile(r"^(\s*(?:[-*+•]|\d+[.)])\s+|\s*>\s+)")
+_BOUNDARY_RE = re.compile(r"(?<=[.!?])[\"'”’)\]]*\s+(?=[\"'“‘(\[`*_]?[A-Z0-9])")
+_ABBREVIATIONS = ("e.g.", "i.e.", "etc.", "vs.", "approx.", "dr.", "mr.", "mrs.", "ms.", "no.", "fig.", "st.")
+# Whole words only: "films." and "first." end a sentence although they end with "ms." and "st.".
+_ABBREVIATION_RE = re.compile(r"(?:^|[^a-z])(?:" + "|".join(map(re.escape, _ABBREVIATIONS)) + r")$", re.I)
+_EDGE_TAG_RE = re.compile(r"^(?:\s*<[^<>]*>)+|(?:<[^<>]*>\s*)+$")
+SENTENCE_END_RE = re.compile(r"(?<=[.!?])\s+(?=\S)")
+
+
+def paragraphs(text: str) -> list[tuple[int, int]]:
+    """[start, end) spans of prose paragraphs and list items; skips headings, code, tables and tag lines."""
+    spans: list[list[int]] = []
+    current: list[int] | None = None
+    in_fence = False
+    pos = 0
+    for line in text.splitlines(keepends=True):
+        start, end = pos, pos + len(line.rstrip("\r\n"))
+        pos += len(line)
+        if FENCE_RE.match(line):
+            in_fence = not in_fence
+            current = None
+            continue
+        if in_fence or not line.strip() or _SKIP_LINE_RE.match(line):
+            current = None
+            continue
+        item = LIST_ITEM_RE.match(line)
+        if item:
+            current = [start + item.end(), end]
+            spans.append(current)
+            continue
+        if current is None:
+            current = [start + len(line) - len(line.lstrip()), end]
+            spans.append(current)
+        else:
+            current[1] = end
+    return [(s, e) for s, e in spans if e > s]
+
+
+def split_sentences(text: str) -> list[tuple[int, int]]:
+    """[start, end) spans of the sentences of `text` (markdown-aware); `text[start:end]` is the sentence."""
+    spans: list[tuple[int, int]] = []
+    for p_start, p_end in paragraphs(text):
+        paragraph = text[p_start:p_end]
+        cut = 0
+        for match in _BOUNDARY_RE.finditer(paragraph):
+            before = paragraph[cut : match.start()].rstrip("\"'”’)]")
+            if _ABBREVIATION_RE.search(before) or re.search(r"(?:^|\s)[A-Z]\.$", before):
+                continue  # "e.g. Foo", "J. Smith": not a sentence end
+            spans.append((p_start + cut, p_start + match.start()))
+            cut = match.end()
+        spans.append((p_start + cut, p_end))
+    out = []
+    for start, end in spans:
+        segment = text[start:end]
+        tags = _EDGE_TAG_RE.match(segment)
+        if tags:
+            start += tags.end()
+        tail = _EDGE_TAG_RE.search(text[start:end])
+        if tail and tail.end() == end - start:
+            end = start + tail.start()
+        while start < end and text[start].isspace():
+            start += 1
+        while end > start and text[end - 1].isspace():
+            end -= 1
+        if end > start:
+            out.append((start, end))
+    return out
+
+
+def code_blocks(text: str) -> list[tuple[int, int]]:
+    """[start, end) spans of the closed fenced code blocks of `text`, fences included."""
+    spans = []
+    for match in re.finditer(r"^[ \t]*((```|~~~)[^\n]*\n.*?^[ \t]*\2)[ \t]*$", text, re.S | re.M):
+        spans.append((match.start(1), match.end(1)))
+    return spans
+
+
+def jaccard(a: Iterable[str], b: Iterable[str]) -> float:
+    a, b = set(a), set(b)
+    return len(a & b) / len(a | b) if a | b else 1.0

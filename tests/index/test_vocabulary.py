@@ -1,0 +1,37 @@
+"""The index vocabulary: built from the store per owner, saved with the version it was built from."""
+
+from __future__ import annotations
+
+from citewise.index.vocabulary import Vocabulary
+from citewise.ingest.pipeline import Ingestor
+
+
+def test_counts_are_per_owner_and_a_view_sees_public_plus_its_own():
+    vocabulary = Vocabulary.build(
+        [("public", "Ledger snapshots are nightly."), ("public", "The ledger token."), ("alice", "Salary bands")],
+        version=3,
+    )
+    assert vocabulary.view(None).df("ledger") == 2 and vocabulary.view(None).chunks == 2
+    assert vocabulary.view(None).df("salary") == 0
+    assert vocabulary.view("alice").df("salary") == 1 and vocabulary.view("alice").chunks == 3
+
+
+def test_correction_prefers_the_closest_then_the_most_frequent_word():
+    view = Vocabulary.build([("public", "port port port post sort"), ("public", "port export")], version=1).view(None)
+    assert view.correct("prot") == "port"  # a swap of two letters is one edit
+    assert view.correct("port") is None  # known words are never changed
+    assert view.correct("1234") is None and view.correct("zzzzzzzz") is None
+
+
+def test_the_vocabulary_is_saved_and_rebuilt_when_the_store_moves_on(kb, tmp_path):
+    root = tmp_path / "docs"
+    root.mkdir()
+    (root / "a.md").write_text("# Alpha\n\nThe zephyrion module rotates keys.\n")
+    Ingestor(kb).ingest_paths([root])
+    first = kb.vocabulary
+    assert first.view(None).df("zephyrion") == 1
+    assert (kb.dir / "vocabulary.json").exists()
+    (root / "b.md").write_text("# Beta\n\nThe zephyrion module also signs.\n")
+    Ingestor(kb).ingest_paths([root])
+    assert kb.vocabulary.version != first.version
+    assert kb.vocabulary.view(None).df("zephyrion") == 2
