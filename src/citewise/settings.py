@@ -80,6 +80,15 @@ class RetrievalSettings(BaseModel):
             "flagged empty. In lexical mode (no vectors) a result is empty only when nothing matched."
         ),
     )
+    min_score_matched: float = Field(
+        0.1,
+        ge=-1.0,
+        le=1.0,
+        description=(
+            "Minimum cosine similarity for a chunk the full-text (BM25) search matched as well: short questions sit "
+            "far from every passage in vector space while their words still find the right one."
+        ),
+    )
     candidates: int = Field(50, ge=10, le=1000, description="Candidates fetched per side before fusion.")
     rrf_k: int = Field(
         5,
@@ -120,16 +129,6 @@ class AgentSettings(BaseModel):
     )
     search_top_k: int = Field(5, ge=1, le=10, description="Chunks the mandatory first search retrieves.")
     style: AnswerStyle = Field(AnswerStyle.DEFAULT, description="Default answer style.")
-    quote_max_sentences: int = Field(4, ge=1, le=20, description="Quote mode: most sentences in an answer.")
-    quote_min_score: float = Field(
-        0.44,
-        ge=-1.0,
-        le=1.0,
-        description=(
-            "Quote mode: refuse unless the best retrieved chunk's cosine similarity reaches this (calibrated on "
-            "ClapNQ with a documentation check on Somnia: bench/results/refusal_calibration.json)."
-        ),
-    )
 
     @property
     def tool_call_limit(self) -> int:
@@ -162,6 +161,40 @@ class GenerationSettings(BaseModel):
     local_model_path: Path | None = Field(
         None,
         description="A GGUF file or Hugging Face model folder for the `local` answerer (default: bundled SmolLM2).",
+    )
+
+
+# Quote mode's decision model, fitted by bench/fit_quote_decision.py (which writes this file with the data manifest
+# and the per-distribution figures it was judged on). Settings read it as their default; a user may override it.
+_QUOTE_MODEL = Path(__file__).parent / "quote" / "decision.json"
+
+
+def _fitted(key: str) -> Any:
+    return json.loads(_QUOTE_MODEL.read_text(encoding="utf-8"))[key]
+
+
+class QuoteSettings(BaseModel):
+    """Quote mode (no model): how much it quotes and the fitted model that decides between answering and refusing."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    max_sentences: int = Field(4, ge=1, le=20, description="Most sentences in one answer (steps of a procedure count).")
+    passages: int = Field(
+        5, ge=1, le=10, description="Passages read per search (per part of a multi-part question) to quote from."
+    )
+    weights: dict[str, float] = Field(
+        default_factory=lambda: dict(_fitted("weights")),
+        description=(
+            "Weights of the answer-or-refuse model's signals (fitted by bench/fit_quote_decision.py; see "
+            "docs/answers.md#how-quote-mode-decides)."
+        ),
+    )
+    intercept: float = Field(default_factory=lambda: float(_fitted("intercept")), description="The model's intercept.")
+    threshold: float = Field(
+        default_factory=lambda: float(_fitted("threshold")),
+        ge=0.0,
+        le=1.0,
+        description="Answer when the model's probability that the evidence answers the question reaches this.",
     )
 
 
@@ -227,6 +260,7 @@ class Settings(BaseSettings):
         None, description="API key for the primary vendor (else the vendor's own variable, e.g. OPENAI_API_KEY)."
     )
     agent: AgentSettings = Field(default_factory=AgentSettings)
+    quote: QuoteSettings = Field(default_factory=QuoteSettings)
     generation: GenerationSettings = Field(default_factory=GenerationSettings)
     server: ServerSettings = Field(default_factory=ServerSettings)
     api_keys: dict[str, str] = Field(
@@ -304,6 +338,6 @@ class Settings(BaseSettings):
             "chunk_overlap": self.ingest.chunk_overlap,
             "max_block_chars": self.ingest.max_block_chars,
             "base_url": self.ingest.base_url,
-            "chunker": 1,  # bump when chunking logic changes output
+            "chunker": 2,  # bump when chunking or what the full-text index sees (store.search_text) changes
         }
         return hashlib.sha256(json.dumps(relevant, sort_keys=True).encode()).hexdigest()[:16]

@@ -19,6 +19,7 @@ import logging
 import re
 import string
 from collections.abc import Awaitable, Callable
+from dataclasses import asdict
 from typing import Any
 
 from langchain_core.callbacks import adispatch_custom_event
@@ -33,7 +34,6 @@ from citewise.agent.limits import EXIT_REASONS, WELCOME_MESSAGE, Limits
 from citewise.agent.planner import default_plan, parse_plan
 from citewise.agent.state import AgentState
 from citewise.agent.tools import (
-    OPEN_CITATION,
     SEARCH_DOCS,
     Ledger,
     SearchDocsArgs,
@@ -44,22 +44,25 @@ from citewise.agent.tools import (
 )
 from citewise.agent.validator import validate_answer
 from citewise.errors import ProviderError, RateLimited, RetrievalError, ValidationError
-from citewise.index.store import build_where
-from citewise.llm.extractive import (
-    SCARCE_MAX_CHUNKS,
-    SCARCE_MIN_CORPUS_CHUNKS,
-    CorpusFrequency,
-    QuoteAnswer,
-    compose_quote_answer,
-)
 from citewise.llm.protocol import FinalAction, ToolAction, parse_action, protocol_instructions
+from citewise.quote import CorpusStats, Part, Profile, QuoteAnswer, analyse, split_parts
+from citewise.quote import answer as answer_quotes
 from citewise.settings import Settings
-from citewise.types import REFUSAL_TEXT, Answer, AnswerStyle, Citation, ExitReason, Status, TraceEvent
+from citewise.types import (
+    REFUSAL_TEXT,
+    Answer,
+    AnswerStyle,
+    Citation,
+    ExitReason,
+    ScoredChunk,
+    SectionRef,
+    Status,
+    TraceEvent,
+)
 
 log = logging.getLogger(__name__)
 
 QUOTE_MODE = "extractive"
-QUOTE_OPEN = 3  # passages quote mode opens (within the tool budget)
 MAX_QUERY_CHARS = 1000
 
 _MARKER_RE = re.compile(r"\[\d{1,4}\]")
@@ -213,6 +216,7 @@ class AgentNodes:
         sources = list(state.get("sources") or [])
         constraints = state.get("constraints") or {}
         conflicts = find_conflicts(sources, newest_rule=bool(constraints.get("newest_dated_rule")))
+        refused = status == Status.REFUSED
         answer = Answer(
             question=state.get("question", ""),
             answer=text,
@@ -226,6 +230,8 @@ class AgentNodes:
                 insufficiencies if insufficiencies is not None else state.get("insufficiencies") or []
             ),
             refusal_reason=refusal_reason,
+            refusal_detail=state.get("refusal_detail") if refused else None,
+            closest_sections=closest_sections(sources) if refused else [],
             empty_retrieval=bool(state.get("empty_retrieval")) and state.get("searches", 0) > 0,
             conflicting_info=conflicts,
             determinism=determinism(self.input_payload(state), text, citations, reason),
@@ -297,7 +303,7 @@ class AgentNodes:
         selected = state.get("selected_text")
         args = SearchDocsArgs.model_construct(
             query=state["question"].strip()[:MAX_QUERY_CHARS],
-            top_k=self.settings.agent.search_top_k,
+            top_k=self._search_depth(state),
             selected_text_only=bool(selected),
             selected_text_content=None,
         ).model_dump()
@@ -447,8 +453,9 @@ class AgentNodes:
 
     # -- the quote-mode policy -----------------------------------------------------------------------------------------
     def _quote_policy(self, state: AgentState) -> dict[str, Any]:
-        """Deterministic stand-in for a model: search the topics the question asks for separately, open the best
-        passages, then compose an answer of verbatim sentences (or refuse)."""
+        """Deterministic stand-in for a model: search each part of the question (and each topic it asked to search
+        separately) on its own, then answer every part with verbatim sentences of the passages its search found,
+        or refuse it."""
         trace = list(state.get("trace") or [])
         turns = state.get("turns", 0) + 1
         base = {"turns": turns, "trace": trace}
@@ -457,83 +464,119 @@ class AgentNodes:
         remaining = self._remaining_tool_calls(state)
         done = set((state.get("tool_log") or {}).keys())
         calls: list[dict[str, Any]] = []
-
-        # 1. Separate searches the question asked for.
-        if not state.get("force_final") and constraints.get("min_searches", 1) > state.get("searches", 0):
-            for topic in constraints.get("search_topics") or []:
-                args = SearchDocsArgs(query=topic, top_k=self.settings.agent.search_top_k).model_dump()
-                if call_key(SEARCH_DOCS, args) not in done and len(calls) < remaining:
-                    calls.append({"name": SEARCH_DOCS, "args": args})
-        # 2. Open the best passages not opened yet.
-        if not calls and not state.get("force_final") and not state.get("quote_opened"):
-            wanted = max(QUOTE_OPEN, constraints.get("min_opened", 0))
-            opened = set(state.get("opened") or [])
-            for chunk in self._quote_candidates(state)[:wanted]:
-                if chunk.chunk_id in opened or len(calls) >= remaining:
-                    continue
-                args = {"doc_id": chunk.doc_id, "chunk_id": chunk.chunk_id}
-                if call_key(OPEN_CITATION, args) not in done:
-                    calls.append({"name": OPEN_CITATION, "args": args})
+        if not state.get("force_final"):
+            wanted = [*self._part_queries(state)[1:]]
+            if constraints.get("min_searches", 1) > state.get("searches", 0):
+                wanted += list(constraints.get("search_topics") or [])
+            for query in dict.fromkeys(wanted):
+                args = SearchDocsArgs(query=query[:MAX_QUERY_CHARS], top_k=self._search_depth(state))
+                dumped = args.model_dump()
+                if call_key(SEARCH_DOCS, dumped) not in done and len(calls) < remaining:
+                    calls.append({"name": SEARCH_DOCS, "args": dumped})
         if calls:
             calls = [{**c, "id": f"quote_{turns}_{i}", "type": "tool_call"} for i, c in enumerate(calls)]
             trace.extend(_event("tool_call", "llm", tool=c["name"], args=c["args"]) for c in calls)
-            opening = all(c["name"] == OPEN_CITATION for c in calls)
-            return {**base, "scratch": [*scratch, AIMessage(content="", tool_calls=calls)], "quote_opened": opening}
+            return {**base, "scratch": [*scratch, AIMessage(content="", tool_calls=calls)]}
 
-        result = self._compose_quotes(state)
-        trace.append(_event("compose", "llm", used=list(result.used), refused=result.refused, reason=result.reason))
-        text = result.text
-        if result.refused:
-            text = _refusal_text(constraints)
-        refusal = None
-        if result.refused:  # the composer's own words are in the trace; the Answer gets a stable code
-            refusal = "empty_retrieval" if state.get("empty_retrieval") else "weak_evidence"
-        return {**base, "draft": text, "quote_refusal": refusal}
-
-    def _compose_quotes(self, state: AgentState) -> QuoteAnswer:
-        """Verbatim sentences from the opened passages (all gathered ones if none was opened), numbered as the run
-        numbered its sources: quote mode's answer and the forced synthesis share this."""
-        opened_ids = state.get("opened") or []
-        numbered = [(i + 1, c) for i, c in enumerate(state.get("sources") or [])]
-        chosen = [(n, c) for n, c in numbered if c.chunk_id in opened_ids] or numbered
-        return compose_quote_answer(
-            state["question"],
-            chosen,
-            max_sentences=self.settings.agent.quote_max_sentences,
-            min_score=self.settings.agent.quote_min_score,
-            style=AnswerStyle(state.get("style") or AnswerStyle.DEFAULT),
-            corpus_frequency=self._corpus_frequency(state.get("owner")),
+        result, read = self._compose_quotes(state)
+        opened = list(dict.fromkeys([*(state.get("opened") or []), *read]))
+        trace.append(
+            _event(
+                "compose",
+                "llm",
+                used=list(result.used),
+                refused=result.refused,
+                reason=result.reason,
+                read=read,
+                parts=[asdict(p) for p in result.parts],
+            )
         )
+        text = _refusal_text(constraints) if result.refused else result.text
+        refusal = None
+        if result.refused:  # the composer's own words are in the trace and the Answer; this is the stable code
+            refusal = "empty_retrieval" if state.get("empty_retrieval") else "weak_evidence"
+        missing = [f"The documentation does not answer: {part}" for part in result.missing_parts]
+        insufficiencies = [*(state.get("insufficiencies") or []), *missing]
+        return {
+            **base,
+            "draft": text,
+            "quote_refusal": refusal,
+            "refusal_detail": result.reason,
+            "opened": opened,
+            "insufficiencies": insufficiencies,
+        }
 
-    def _corpus_frequency(self, owner: str | None) -> CorpusFrequency | None:
-        """How many chunks the caller may see hold a word (counted up to one past what quote mode asks), from the
-        full-text index: one cheap lookup per question word the passages lack, at any index size. None (no check)
-        without an index or with too few chunks for rarity to mean anything; a failed lookup counts as plenty, so
-        it can't turn an answer into a refusal."""
+    def _search_depth(self, state: AgentState) -> int:
+        """Passages a search returns: quote mode reads `quote.passages` of them (it weighs every sentence; a model
+        reads what it is shown, so agent mode keeps `agent.search_top_k`)."""
+        if is_quote_mode(state.get("mode")):
+            return max(self.settings.agent.search_top_k, self.settings.quote.passages)
+        return self.settings.agent.search_top_k
+
+    def _part_queries(self, state: AgentState) -> list[str]:
+        """What quote mode searches for: the question (the mandatory search), then each of its parts when it asks
+        several things, with the spelling the first search corrected."""
+        question = state["question"].strip()
+        parts = split_parts(question)
+        if len(parts) < 2:
+            return [question]
+        corrections = state.get("corrections") or {}
+        return [question, *(_apply_corrections(p, corrections) for p in parts)]
+
+    def _compose_quotes(self, state: AgentState) -> tuple[QuoteAnswer, list[str]]:
+        """Verbatim sentences for every part of the question, from the passages its own search found (numbered as
+        the run numbered its sources), and the chunk ids read to compose them. Quote mode's answer and an agent
+        run's forced synthesis share this."""
+        numbered = {c.chunk_id: (i + 1, c) for i, c in enumerate(state.get("sources") or [])}
+        results = state.get("search_results") or {}
+        profiles = state.get("search_profiles") or {}
+        corrections = state.get("corrections") or {}
+        queries = self._part_queries(state)
+        questions = queries[1:] if len(queries) > 1 else queries
+        limit = self.settings.quote.passages
+        parts: list[Part] = []
+        read: list[str] = []
+        for query in questions:
+            ids = results.get(query[:MAX_QUERY_CHARS]) or results.get(state["question"].strip()[:MAX_QUERY_CHARS])
+            if ids is None:  # an agent run's own searches: everything it gathered, opened passages first
+                opened = set(state.get("opened") or [])
+                ordered = sorted(numbered.values(), key=lambda nc: (nc[1].chunk_id not in opened, nc[0]))
+                chunks = ordered[:limit]
+            else:
+                chunks = [numbered[i] for i in ids if i in numbered][:limit]
+            read += [c.chunk_id for _, c in chunks]
+            profile = profiles.get(query[:MAX_QUERY_CHARS]) or {}
+            parts.append(
+                Part(
+                    question=analyse(_apply_corrections(query, corrections)),
+                    chunks=chunks,
+                    profile=Profile(
+                        dense=tuple(profile.get("dense") or ()),
+                        dense_top=tuple(profile.get("dense_top") or ()),
+                        lexical_top=tuple(profile.get("lexical_top") or ()),
+                    )
+                    if profile
+                    else None,
+                )
+            )
+        result = answer_quotes(
+            parts,
+            self.settings.quote,
+            style=AnswerStyle(state.get("style") or AnswerStyle.DEFAULT),
+            corpus=self._corpus(state.get("owner")),
+        )
+        return result, list(dict.fromkeys(read))
+
+    def _corpus(self, owner: str | None) -> CorpusStats | None:
+        """The caller's view of the index vocabulary (chunk counts per word), or None when it can't be read: then
+        quote mode weighs words by the passages alone."""
         kb = getattr(self.retriever, "kb", None)
+        if kb is None or kb.manifest is None:
+            return None
         try:
-            if kb is None or kb.store.count() < SCARCE_MIN_CORPUS_CHUNKS:
-                return None
+            return kb.vocabulary.view(owner)
         except (RetrievalError, OSError):
             return None
-        where = build_where(owner)
-
-        def frequency(word: str) -> int:
-            try:
-                return len(kb.store.lexical(word, SCARCE_MAX_CHUNKS + 1, where))
-            except RetrievalError:
-                return SCARCE_MAX_CHUNKS + 1
-
-        return frequency
-
-    def _quote_candidates(self, state: AgentState) -> list[Any]:
-        """Retrieved passages worth opening, best first: cosine to the question decides (comparable across
-        searches); passages below quote mode's minimum score are not worth opening."""
-        floor = self.settings.agent.quote_min_score
-        sources = list(enumerate(state.get("sources") or []))
-        good = [(n, c) for n, c in sources if c.dense_score is None or c.dense_score >= floor]
-        good.sort(key=lambda nc: (-(nc[1].dense_score if nc[1].dense_score is not None else 0.0), nc[0]))
-        return [c for _, c in good]
 
     # -- tools -------------------------------------------------------------------------------------------------------
     async def tools(self, state: AgentState, config: RunnableConfig) -> dict[str, Any]:
@@ -635,7 +678,7 @@ class AgentNodes:
     def _forced_synthesis(self, state: AgentState, errors: list[str], trace: list[dict[str, Any]]) -> dict[str, Any]:
         """The model could not produce an answer that passes validation: answer with verbatim sentences from what
         was gathered instead (grounded by construction), and say what was missing."""
-        result = self._compose_quotes(state)
+        result, _ = self._compose_quotes(state)
         text = _refusal_text(state.get("constraints") or {}) if result.refused else result.text
         insufficiencies = list(state.get("insufficiencies") or []) + [
             e for e in errors if e not in (state.get("insufficiencies") or [])
@@ -676,6 +719,42 @@ def _count_reply(state: AgentState, reply: AIMessage) -> dict[str, int]:
         "model_calls": state.get("model_calls", 0) + 1,
         "cached_calls": state.get("cached_calls", 0) + (1 if hit else 0),
     }
+
+
+CLOSEST_SECTIONS = 3
+
+
+def closest_sections(sources: list[ScoredChunk]) -> list[SectionRef]:
+    """The first few distinct sections among what the run found, in the order it found them (the first search's
+    best first): where a reader may look when the docs don't answer the question itself."""
+    seen: set[tuple[str, str]] = set()
+    out: list[SectionRef] = []
+    for chunk in sources:
+        key = (chunk.doc_id, chunk.chapter)
+        if key in seen:
+            continue
+        seen.add(key)
+        out.append(
+            SectionRef(
+                doc_id=chunk.doc_id,
+                chunk_id=chunk.chunk_id,
+                filename=chunk.filename,
+                chapter=chunk.chapter,
+                title=chunk.title,
+                source_url=chunk.source_url,
+            )
+        )
+        if len(out) == CLOSEST_SECTIONS:
+            break
+    return out
+
+
+def _apply_corrections(text: str, corrections: dict[str, str]) -> str:
+    """`text` with the misspelled words a search corrected replaced the same way."""
+    if not corrections:
+        return text
+    pattern = re.compile(r"\b(" + "|".join(map(re.escape, corrections)) + r")\b")
+    return pattern.sub(lambda m: corrections[m.group(1)], text)
 
 
 def _refusal_text(constraints: dict[str, Any]) -> str:

@@ -46,8 +46,11 @@ class AgentState(TypedDict, total=False):
     regenerated: bool  # the one re-invocation after an empty reply was used
     draft: str | None  # the answer text waiting for validation
     synthesized: bool  # the draft is the forced synthesis after failed validations
-    quote_opened: bool  # quote mode: the best passages were opened
-    quote_refusal: str | None  # quote mode: why the composer refused
+    search_results: dict[str, list[str]]  # query → chunk ids its search found, best first
+    search_profiles: dict[str, dict[str, Any]]  # query → the search's RankingProfile (quote mode weighs against it)
+    corrections: dict[str, str]  # misspelled question word → the index word searched instead
+    quote_refusal: str | None  # quote mode: stable code of why it refused
+    refusal_detail: str | None  # quote mode: why it refused, in plain words
     insufficiencies: list[str]
     model_calls: int  # model replies received (planner included)
     cached_calls: int  # of which served from the reply cache

@@ -95,6 +95,9 @@ class Ledger:
     queries: list[str] = field(default_factory=list)
     empty_retrieval: bool = True
     trace: list[dict[str, Any]] = field(default_factory=list)
+    results: dict[str, list[str]] = field(default_factory=dict)  # query → the chunk ids it found, best first
+    profiles: dict[str, dict[str, Any]] = field(default_factory=dict)  # query → its RankingProfile
+    corrections: dict[str, str] = field(default_factory=dict)  # misspelled word → the index word searched
 
     @classmethod
     def from_state(cls, state: dict[str, Any]) -> Ledger:
@@ -105,6 +108,9 @@ class Ledger:
             queries=list(state.get("queries") or []),
             empty_retrieval=state.get("empty_retrieval", True),
             trace=list(state.get("trace") or []),
+            results=dict(state.get("search_results") or {}),
+            profiles=dict(state.get("search_profiles") or {}),
+            corrections=dict(state.get("corrections") or {}),
         )
 
     def update(self) -> dict[str, Any]:
@@ -115,6 +121,9 @@ class Ledger:
             "queries": self.queries,
             "empty_retrieval": self.empty_retrieval,
             "trace": self.trace,
+            "search_results": self.results,
+            "search_profiles": self.profiles,
+            "corrections": self.corrections,
         }
 
     def number_of(self, chunk_id: str) -> int | None:
@@ -251,6 +260,13 @@ async def run_search(ctx: ToolContext, args: SearchDocsArgs, *, node: str) -> tu
         return f"DOCUMENTATION_SEARCH_ERROR: {exc.kind}: the documentation index could not be searched.", []
 
     ctx.results.append(result)
+    ctx.ledger.results[args.query] = [c.chunk_id for c in result.chunks]
+    ctx.ledger.profiles[args.query] = result.profile.model_dump()
+    ctx.ledger.corrections.update(result.corrections)
+    if result.corrections:
+        ctx.ledger.trace.append(
+            {"type": "spelling", "node": node, "data": {"query": args.query, "corrections": result.corrections}}
+        )
     if result.empty:
         ctx.ledger.trace.append(_failure_event(node, "empty_results", "default_response", args.query, attempts, ""))
         ctx.ledger.trace.append(

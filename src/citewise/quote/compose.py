@@ -1,0 +1,660 @@
+"""Choose the sentences that answer a question's kind, then decide whether they answer it at all.
+
+1. every sentence (and code block) of the opened passages is a candidate (`citewise.quote.sentences`);
+2. each is scored by how much of the question it covers — content words weighted by their IDF over the candidate
+   sentences, its section's headings counting too (most documentation questions name the section) — times its
+   passage's strength relative to the best passage, and by what the question's kind wants: a definition of the
+   subject for "what is X", a value for "what is the default / which port / how many", the command or the steps
+   for "how do I"; a sentence that is itself a question (a FAQ's "Q:") is never quoted, one that only points
+   elsewhere ("See …") only when nothing else is;
+3. the best are picked (near-duplicates dropped, a sentence that points back only after what it points back to,
+   at most one code block, steps of a procedure in order) and put back in reading order, each with its `[n]`;
+4. the decision (`citewise.quote.decide`) sees what was picked: the question's anchors must all be in the
+   evidence, and the fitted model must find the evidence answering.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+from citewise.quote.decide import Signals, Verdict
+from citewise.quote.question import Question, QuestionKind
+from citewise.quote.sentences import (
+    Sentence,
+    antecedents,
+    block_after,
+    candidates,
+    defines,
+    is_anaphoric,
+    is_asking,
+    is_navigation,
+    predecessor,
+    values,
+    whole_table,
+)
+from citewise.text import compact, content_terms, jaccard, stem
+from citewise.types import REFUSAL_TEXT, AnswerStyle, ScoredChunk
+
+RELATIVE_CUTOFF = 0.5  # a sentence joins the answer when at least this fraction as relevant as the best one
+REDUNDANCY_JACCARD = 0.6  # two sentences sharing this much of their content words say the same thing
+CODE_MIN_COVERAGE = 0.5  # a code block covering this much of the question is quoted beside its passage's prose
+HEADING_SHARE = 0.3  # how much a sentence's section headings count in its relevance
+FACTOID_EXPECTS = ("date", "number", "duration", "name", "name_or_value")
+RARE_SHARE = 0.02  # a question word in at most this share of chunks (at least 2) is one the question hinges on
+COMMON_ANCHOR_SHARE = 0.1  # an anchor in more than this share of chunks is the corpus's topic, not the question's
+_IMPERATIVE_RE = re.compile(
+    r"^[\"'*_`]*(?:run|set|use|add|call|install|create|open|pass|enable|disable|configure|start|stop|restart|"
+    r"point|change|edit|copy|remove|delete|upload|send|import|export|deploy|connect|give|type|click|select|"
+    r"choose|go|make|put|write|replace|raise|lower|keep)\b",
+    re.I,
+)
+
+
+class CorpusStats:
+    """What quote mode asks of the whole corpus: how many chunks hold a word (`df`, by stem) and how many chunks
+    there are. `citewise.index.vocabulary` provides it; None means no corpus statistics (the candidate sentences
+    stand in)."""
+
+    chunks: int
+
+    def df(self, word: str) -> int: ...  # pragma: no cover - protocol
+
+    def stem_df(self, term: str) -> int: ...  # pragma: no cover - protocol
+
+
+@dataclass(frozen=True)
+class Profile:
+    """How the question's retrieval went, beyond the passages: the cosines of its candidates (best first), and the
+    chunk ids at the top of the vector and the full-text rankings."""
+
+    dense: tuple[float, ...] = ()
+    dense_top: tuple[str, ...] = ()
+    lexical_top: tuple[str, ...] = ()
+
+
+@dataclass
+class Composed:
+    """One question's (or part's) quote answer: its text and citation order, or a refusal with the reason."""
+
+    text: str
+    used: list[int] = field(default_factory=list)
+    refused: bool = False
+    reason: str | None = None
+    signals: Signals | None = None
+    probability: float | None = None
+    kind: QuestionKind = QuestionKind.GENERAL
+
+
+def _refuse(reason: str, signals: Signals | None = None, probability: float | None = None) -> Composed:
+    return Composed(REFUSAL_TEXT, [], True, reason, signals, probability)
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Weights
+# ---------------------------------------------------------------------------------------------------------------
+
+
+def _local_idf(sentences: Sequence[Sentence], terms: set[str]) -> dict[str, float]:
+    # Smoothed so that with a handful of sentences one missing question word doesn't outweigh all the others.
+    n = len(sentences)
+    return {t: math.log(1 + (n + 1) / (sum(t in s.terms for s in sentences) + 1)) for t in sorted(terms)}
+
+
+def _term_df(term: str, corpus: CorpusStats) -> int:
+    if re.search(r"[_.]", term):
+        return corpus.df(compact(term))
+    return corpus.stem_df(term)
+
+
+def _corpus_idf(terms: set[str], corpus: CorpusStats | None, fallback: dict[str, float]) -> dict[str, float]:
+    if corpus is None or not corpus.chunks:
+        return fallback
+    n = corpus.chunks
+    return {t: math.log(1 + n / (_term_df(t, corpus) + 1)) for t in sorted(terms)}
+
+
+def _coverage(terms: set[str], have: set[str] | frozenset[str], idf: dict[str, float]) -> float:
+    total = sum(idf[t] for t in terms)
+    return sum(idf[t] for t in terms & have) / total if total else 0.0
+
+
+def _headings(chunk: ScoredChunk) -> frozenset[str]:
+    return frozenset(content_terms(" ".join(part for part in (chunk.title, chunk.chapter) if part)))
+
+
+def _strengths(chunks: Sequence[tuple[int, ScoredChunk]]) -> list[float]:
+    """Each passage's strength relative to the best one, in [0, 1]: its cosine over the best cosine when known,
+    else its fused score over the best."""
+    dense = [c.dense_score for _, c in chunks]
+    if all(d is not None for d in dense):
+        best = max(max(dense), 1e-6)  # type: ignore[type-var]
+        return [max(0.0, min(1.0, float(d) / best)) for d in dense]  # type: ignore[arg-type]
+    best = max((c.score for _, c in chunks), default=0.0) or 1.0
+    return [max(0.0, c.score / best) for _, c in chunks]
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# What the question's kind wants
+# ---------------------------------------------------------------------------------------------------------------
+
+
+def _new_values(text: str, question: Question) -> list[str]:
+    asked = question.focus.lower()
+    return [v for v in values(text) if v.lower().strip("`") not in asked]
+
+
+def _has_name(text: str, question: Question) -> bool:
+    asked = question.focus.lower()
+    names = re.findall(r"(?<![.!?]\s)(?<!^)\b[A-Z][a-z]+(?:\s+[A-Z][a-z]+)*", text.strip())
+    return any(name.lower() not in asked for name in names)
+
+
+def _section_names_subject(chunk: ScoredChunk, subject: str | None) -> bool:
+    if not subject or not chunk.chapter:
+        return False
+    section = chunk.chapter.rsplit(" > ", 1)[-1]
+    wanted = content_terms(subject)
+    return bool(wanted) and wanted <= content_terms(section)
+
+
+def _kind_factor(sentence: Sentence, question: Question, chunk: ScoredChunk, chunks) -> float:
+    kind = question.kind
+    if kind in (QuestionKind.VALUE,):
+        return 1.0 if _new_values(sentence.text, question) else 0.6
+    if kind == QuestionKind.ENTITY:
+        return 1.0 if _has_name(sentence.text, question) else 0.7
+    if kind == QuestionKind.DEFINITION and question.subject:
+        if defines(sentence.text, question.subject):
+            return 1.6
+        if sentence.index == 0 and _section_names_subject(chunk, question.subject):
+            return 1.3
+        return 1.0
+    if kind == QuestionKind.PROCEDURE:
+        factor = 1.0
+        if block_after(sentence, chunks) is not None:
+            factor *= 1.3
+        if _IMPERATIVE_RE.match(sentence.text) or sentence.step:
+            factor *= 1.1
+        return factor
+    return 1.0
+
+
+_YEAR_RE = re.compile(
+    r"\b(?:1[0-9]{3}|20[0-9]{2})s?\b|\b(?:january|february|march|april|may|june|july|august|september|october|"
+    r"november|december)\b|\bcentur(?:y|ies)\b|\b\d{1,2}(?:st|nd|rd|th)\b|\b(?:yesterday|today|tomorrow)\b",
+    re.I,
+)
+_DURATION_RE = re.compile(
+    r"\b\d+(?:[.,]\d+)?\s*(?:ms|s|sec|seconds?|minutes?|mins?|hours?|hrs?|days?|weeks?|months?|years?)\b"
+    r"|\b(?:seconds?|minutes?|hours?|days?|weeks?|months?|years?|daily|hourly|weekly|monthly|annually|yearly|"
+    r"every|once|twice|instantly|immediately|sub-second)\b",
+    re.I,
+)
+_NUMBER_WORD_RE = re.compile(
+    r"\d|\b(?:one|two|three|four|five|six|seven|eight|nine|ten|eleven|twelve|twenty|thirty|forty|fifty|hundred|"
+    r"thousand|million|billion|dozen|half|several|few)\b",
+    re.I,
+)
+_NEGATED_RE = re.compile(r"\b(?:not|never|no|none|without|except|cannot|neither|nor|only)\b|n't\b", re.I)
+
+
+def _states(expected: str, text: str, question: Question) -> bool:
+    """Whether `text` states what a question expecting `expected` wants, beyond what the question already says."""
+    asked = question.focus.lower()
+    if expected == "date":
+        return any(m.group(0).lower() not in asked for m in _YEAR_RE.finditer(text))
+    if expected == "duration":
+        return any(m.group(0).lower() not in asked for m in _DURATION_RE.finditer(text))
+    if expected == "number":
+        return any(m.group(0).lower() not in asked for m in _NUMBER_WORD_RE.finditer(text))
+    if expected == "name":
+        return _has_name(text, question)
+    if expected == "location":  # a place, or where in a system: a path, a URL, a setting
+        return (
+            _has_name(text, question)
+            or bool(_new_values(text, question))
+            or bool(re.search(r"\b(?:in|under|at|on|from)\s+\S", text))
+        )
+    if expected == "name_or_value":
+        return _has_name(text, question) or bool(_new_values(text, question))
+    return bool(_new_values(text, question))
+
+
+def answer_type(lead: Sentence, chosen: Sequence[Sentence], question: Question, chunks) -> float:
+    """+1 when the lead quote holds what the question's kind asks for, -1 when it doesn't, 0 when the kind asks for
+    nothing in particular (see `Signals.answer_type`)."""
+    if question.expects is not None:
+        return 1.0 if _states(question.expects, lead.rendered(), question) else -1.0
+    if question.kind == QuestionKind.DEFINITION and question.subject:
+        ok = defines(lead.text, question.subject) or (
+            lead.index == 0 and _section_names_subject(chunks[lead.slot][1], question.subject)
+        )
+        return 1.0 if ok else -1.0
+    if question.kind == QuestionKind.PROCEDURE:
+        ok = any(s.code or s.step or _IMPERATIVE_RE.match(s.text) or "`" in s.text for s in chosen)
+        return 1.0 if ok else -1.0
+    return 0.0
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Scoring and selection
+# ---------------------------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Scored:
+    relevance: float
+    coverage: float  # IDF-weighted share of the question's words the sentence holds (headings not counted)
+    sentence: Sentence
+
+
+def score(question: Question, chunks: Sequence[tuple[int, ScoredChunk]], *, code: bool) -> list[Scored]:
+    """Every candidate with its relevance, best first (ties: passage order, then position)."""
+    sentences = [s for s in candidates(chunks, code=code) if s.code or not is_asking(s.text)]
+    prose = [s for s in sentences if not s.code]
+    terms = set(question.terms)
+    if not prose or not terms:
+        return []
+    idf = _local_idf(prose, terms)
+    headings = [_headings(c) for _, c in chunks]
+    strengths = _strengths(chunks)
+    out = []
+    for s in sentences:
+        own = _coverage(terms, s.terms, idf)
+        context = headings[s.slot] | (frozenset(content_terms(s.header)) if s.header else frozenset())
+        with_heading = _coverage(terms, s.terms | context, idf)
+        base = (1 - HEADING_SHARE) * own + HEADING_SHARE * with_heading
+        factor = 1.0 if s.code else _kind_factor(s, question, chunks[s.slot][1], chunks)
+        if not s.code and is_navigation(s.text):
+            factor *= 0.5
+        relevance = base * factor * (0.5 + 0.5 * strengths[s.slot])
+        out.append(Scored(round(relevance, 12), round(own, 12), s))
+    out.sort(key=lambda item: (-item.relevance, item.sentence.slot, item.sentence.start))
+    return out
+
+
+def select(
+    question: Question,
+    chunks: Sequence[tuple[int, ScoredChunk]],
+    scored: Sequence[Scored],
+    limit: int,
+) -> tuple[list[Sentence], list[Sentence], list[Sentence]]:
+    """(chosen sentences, relevant ones left over, code blocks that cover the question well), best first.
+
+    Sentences at least RELATIVE_CUTOFF as relevant as the best one, near-duplicates and lead-ins ("Run this:")
+    dropped. A sentence that points back ("They …") joins only right after its predecessor, which must share a
+    question word; a navigation sentence ("See … for …") only when no other sentence is taken. Should nothing else
+    remain, the best pointing-back sentence is quoted after all, with its predecessor when there is room."""
+    question_terms = set(question.terms)
+    chosen: list[Sentence] = []
+    rest: list[Sentence] = []
+    blocks: list[Sentence] = []
+    dangling: list[Sentence] = []
+    navigation: list[Sentence] = []
+    best = next((item.relevance for item in scored if not item.sentence.code), 0.0)
+
+    def duplicate(sentence: Sentence) -> bool:
+        return any(
+            jaccard(sentence.terms, c.terms) >= REDUNDANCY_JACCARD or sentence.text.strip() == c.text.strip()
+            for c in chosen
+        )
+
+    def taken(sentence: Sentence) -> bool:
+        return any(c.key == sentence.key for c in chosen)
+
+    def taken_before(heads: list[Sentence], sentence: Sentence) -> bool:
+        before = predecessor(heads[0] if heads else sentence, chunks)
+        return before is not None and taken(before)
+
+    for item in scored:
+        sentence = item.sentence
+        if item.coverage <= 0 and not sentence.code:
+            continue
+        if item.relevance < RELATIVE_CUTOFF * best:
+            break
+        if sentence.code:
+            if item.coverage >= CODE_MIN_COVERAGE:
+                blocks.append(sentence)
+            continue
+        if sentence.header and question.kind == QuestionKind.LIST and not chosen:
+            table = whole_table(sentence, chunks)
+            if table is not None:
+                chosen.append(table)
+                continue
+        if sentence.text.rstrip("*_ ").endswith(":"):
+            # "Run this:" says nothing without what follows: quoted only with the code block it introduces.
+            if block_after(sentence, chunks) is not None and len(chosen) < limit and not taken(sentence):
+                chosen.append(sentence)
+            continue
+        if taken(sentence) or duplicate(sentence):
+            continue
+        if is_navigation(sentence.text):
+            navigation.append(sentence)
+            continue
+        if is_anaphoric(sentence.text):
+            heads, anchored = antecedents(sentence, chunks, taken, limit)
+            if not anchored or not (taken_before(heads, sentence) or any(h.terms & question_terms for h in heads)):
+                dangling.append(sentence)
+                continue
+            if len(chosen) + len(heads) + 1 > limit or any(duplicate(h) for h in heads):
+                dangling.append(sentence)
+                continue
+            chosen += [*heads, sentence]
+            continue
+        if len(chosen) < limit:
+            chosen.append(sentence)
+        else:
+            rest.append(sentence)
+    if not chosen:  # a pointer elsewhere beats nothing ...
+        for sentence in navigation:
+            if len(chosen) < limit and not duplicate(sentence):
+                chosen.append(sentence)
+    if not chosen and dangling:  # ... and so does a sentence that points back, best with what it points back to
+        sentence = dangling[0]
+        heads, _ = antecedents(sentence, chunks, taken, limit)
+        heads = [h for h in heads if not is_navigation(h.text)]
+        heads = heads[max(0, len(heads) - (limit - 1)) :] if limit > 1 else []
+        chosen += [*heads, sentence]
+    return chosen, rest, blocks
+
+
+def _lead_with_answer(chosen: list[Sentence], question: Question, chunks) -> list[Sentence]:
+    """For a value or definition question, the sentence that holds the value (defines the subject) first."""
+    if question.kind == QuestionKind.VALUE:
+        holder = next((s for s in chosen if not s.code and _new_values(s.text, question)), None)
+    elif question.kind == QuestionKind.DEFINITION and question.subject:
+        holder = next((s for s in chosen if not s.code and defines(s.text, question.subject)), None)
+    else:
+        holder = None
+    if holder is None or holder is chosen[0]:
+        return chosen
+    return [holder, *[s for s in chosen if s is not holder]]
+
+
+def _steps(top: Sentence, chosen: list[Sentence], chunks, limit: int) -> list[Sentence]:
+    """The list items after a chosen step of a procedure, in order, while there is room (a procedure is quoted as
+    its steps, not as the one step most like the question)."""
+    if not top.step:
+        return []
+    taken = {s.key for s in chosen}
+    following = [
+        s for s in candidates([chunks[top.slot]]) if s.step and s.start > top.start and (top.slot, s.start) not in taken
+    ]
+    out = []
+    previous_end = top.end
+    text = chunks[top.slot][1].text
+    for s in following:
+        if len(chosen) + len(out) >= limit:
+            break
+        between = text[previous_end : s.start]
+        if re.search(r"^\s*#|```|~~~", between, re.M) or between.count("\n\n") > 1:
+            break
+        out.append(Sentence(top.slot, top.n, s.start, s.end, s.text, s.terms, index=s.index, step=True))
+        previous_end = s.end
+    return out
+
+
+def _code_block(chosen, blocks, chunks, question: Question) -> Sentence | None:
+    """The one code block worth quoting beside the chosen sentences: the best block that covers the question well,
+    else the block right after a chosen sentence that carries on its subject — both only from a passage the answer
+    quotes prose from."""
+    for sentence in chosen:  # a lead-in ("…, or use another port:") comes with the block it introduces
+        if sentence.text.rstrip("*_ ").endswith(":"):
+            block = block_after(sentence, chunks)
+            if block is not None:
+                return block
+    quoted = {s.slot for s in chosen}
+    for block in blocks:
+        if block.slot in quoted:
+            return block
+    terms = set(question.terms)
+    for sentence in chosen:
+        block = block_after(sentence, chunks)
+        if block is None:
+            continue
+        if (sentence.terms - terms) & block.terms or question.kind == QuestionKind.PROCEDURE:
+            return block
+    return None
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# The evidence's signals
+# ---------------------------------------------------------------------------------------------------------------
+
+
+def _anchor_present(anchor: str, evidence: str, evidence_terms: set[str]) -> bool:
+    lowered = anchor.lower()
+    if lowered in evidence:
+        return True
+    key = compact(anchor)
+    if len(key) >= 3 and key in re.sub(r"[^0-9a-z]+", "", evidence):
+        return True
+    words = content_terms(anchor)
+    return bool(words) and words <= evidence_terms
+
+
+def missing_anchors(
+    question: Question, chunks: Sequence[tuple[int, ScoredChunk]], slots: set[int], corpus: CorpusStats | None
+) -> tuple[str, ...]:
+    """The question's anchors that none of the evidence passages (text, title, headings, file name) holds. An
+    anchor most of the corpus holds (the product's name) is the corpus's topic, not the question's: not required."""
+    if not question.anchors:
+        return ()
+    texts = []
+    for slot in sorted(slots):
+        chunk = chunks[slot][1]
+        texts.append("\n".join(p for p in (chunk.title, chunk.chapter, chunk.filename, chunk.text) if p))
+    evidence = "\n".join(texts).lower()
+    evidence_terms = content_terms(evidence)
+    missing = []
+    for anchor in question.anchors:
+        if _anchor_present(anchor, evidence, evidence_terms):
+            continue
+        if corpus is not None and corpus.chunks:
+            words = list(content_terms(anchor)) or [compact(anchor)]
+            share = min(_term_df(w, corpus) for w in words) / corpus.chunks
+            if share > COMMON_ANCHOR_SHARE:
+                continue
+        missing.append(anchor)
+    return tuple(missing)
+
+
+def signals(
+    question: Question,
+    chunks: Sequence[tuple[int, ScoredChunk]],
+    chosen: Sequence[Sentence],
+    best_coverage: float,
+    corpus: CorpusStats | None,
+    profile: Profile | None,
+) -> Signals:
+    terms = set(question.terms)
+    prose = [s for s in candidates(chunks) if not is_asking(s.text)]
+    local = _local_idf(prose, terms) if prose else {t: 1.0 for t in terms}
+    idf = _corpus_idf(terms, corpus, local)
+    slots = {s.slot for s in chosen}
+    lead = chosen[0]
+    top_slot = lead.slot
+    evidence: set[str] = set()
+    for s in chosen:
+        evidence |= s.terms
+    for slot in slots:
+        evidence |= _headings(chunks[slot][1])
+    around_lead = set(lead.terms) | _headings(chunks[top_slot][1])
+    scale = math.log(1 + corpus.chunks) if corpus is not None and corpus.chunks else max(idf.values(), default=1.0)
+    missing = max((idf[t] for t in terms - around_lead), default=0.0) / (scale or 1.0)
+    negation = float(question.negated and not _NEGATED_RE.search(lead.text))
+    if corpus is not None and corpus.chunks:
+        rare = {t for t in terms if 0 < _term_df(t, corpus) <= max(2, RARE_SHARE * corpus.chunks)}
+    else:
+        rare = {t for t in terms if local.get(t, 0) >= max(local.values(), default=0)}
+    lead_terms = set(lead.terms)
+    rare_lead = len(rare & lead_terms) / len(rare) if rare else 1.0
+    lead_text = lead.rendered().lower()
+    anchors_lead = (
+        sum(_anchor_present(a, lead_text, lead_terms) for a in question.anchors) / len(question.anchors)
+        if question.anchors
+        else 1.0
+    )
+    factoid = question.expects in FACTOID_EXPECTS
+    unknown = 0.0
+    if corpus is not None and corpus.chunks:
+        total = sum(idf.values()) or 1.0
+        unknown = sum(w for t, w in idf.items() if _term_df(t, corpus) == 0) / total
+    dense = [c.dense_score for _, c in chunks if c.dense_score is not None]
+    dense_best = max(dense) if dense else 0.0
+    margin = z = 0.0
+    if profile is not None and len(profile.dense) >= 3:
+        others = list(profile.dense[1:])
+        mean = sum(others) / len(others)
+        std = math.sqrt(sum((v - mean) ** 2 for v in others) / len(others)) or 1e-3
+        margin = dense_best - mean
+        z = max(-5.0, min(10.0, margin / std))
+    agreement = 0.0
+    if profile is not None and chunks:
+        top_id = chunks[top_slot][1].chunk_id
+        agreement = float(top_id in profile.dense_top[:3] and top_id in profile.lexical_top[:3])
+    return Signals(
+        coverage=round(_coverage(terms, evidence, idf), 6),
+        coverage_best=round(_coverage(terms, around_lead, idf), 6),
+        coverage_sentence=round(best_coverage, 6),
+        coverage_heading=round(_coverage(terms, set(_headings(chunks[top_slot][1])), idf), 6),
+        missing_weight=round(min(1.0, missing), 6),
+        rare_lead=round(rare_lead, 6),
+        anchors_lead=round(anchors_lead, 6),
+        unknown=round(unknown, 6),
+        dense_best=round(dense_best, 6),
+        dense_margin=round(margin, 6),
+        dense_z=round(z, 6),
+        agreement=agreement,
+        answer_type=answer_type(lead, chosen, question, chunks),
+        negation=negation,
+        terms=round(math.log1p(len(terms)), 6),
+        factoid=float(factoid),
+        factoid_dense=round(float(factoid) * dense_best, 6),
+        procedure=float(question.kind == QuestionKind.PROCEDURE),
+        missing_anchors=missing_anchors(question, chunks, slots, corpus),
+    )
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Composing
+# ---------------------------------------------------------------------------------------------------------------
+
+Decider = Callable[[Signals], Verdict]
+
+
+def _topic(question: Question, chunk: ScoredChunk) -> str:
+    if chunk.chapter:
+        return chunk.chapter.split(" > ")[-1].strip()
+    if chunk.title:
+        return chunk.title.strip()
+    topic = " ".join(question.text.split()).rstrip("?.! ")
+    return (topic[:1].upper() + topic[1:])[:80] or "Answer"
+
+
+def _why_sentence(top, chosen, rest, chunks, max_sentences: int) -> Sentence | None:
+    """The sentence for "Why It Matters": the next relevant one not already a key point, else the sentence after
+    (or before) the best one in its chunk. None when max_sentences leaves no room."""
+    if max_sentences <= 1:
+        return None
+    if rest:
+        return rest[0]
+    taken = {s.key for s in chosen}
+    neighbours = [
+        s for s in candidates([chunks[top.slot]]) if (top.slot, s.start) not in taken and not is_navigation(s.text)
+    ]
+    after = [s for s in neighbours if s.start > top.start]
+    pick = after[0] if after else (neighbours[-1] if neighbours else None)
+    if pick is None:
+        return None
+    return Sentence(top.slot, top.n, pick.start, pick.end, pick.text, pick.terms)
+
+
+def compose(
+    question: Question,
+    chunks: Sequence[tuple[int, ScoredChunk]],
+    *,
+    decider: Decider,
+    max_sentences: int = 4,
+    style: AnswerStyle | str = AnswerStyle.DEFAULT,
+    corpus: CorpusStats | None = None,
+    profile: Profile | None = None,
+) -> Composed:
+    """Answer `question` with verbatim sentences of `chunks` ((citation number, chunk) pairs, best first), or
+    refuse. `decider` turns the evidence's `Signals` into a verdict (`citewise.quote.decide`)."""
+    style = AnswerStyle(style)
+    if not chunks:
+        return _refuse("No passages were found for the question.")
+    structured = style == AnswerStyle.STRUCTURED
+    scored = score(question, chunks, code=not structured)
+    prose = [item for item in scored if not item.sentence.code]
+    if not prose or prose[0].coverage <= 0:
+        return _refuse("No sentence of the closest passages shares the question's words.")
+    limit = max(1, max_sentences - 1) if structured and max_sentences > 1 else max_sentences
+    chosen, rest, blocks = select(question, chunks, scored, limit)
+    if not chosen:
+        return _refuse("The only relevant sentences introduce material the passages don't include.")
+    chosen = _lead_with_answer(chosen, question, chunks)
+    top = chosen[0]
+    evidence = signals(question, chunks, chosen, prose[0].coverage, corpus, profile)
+    verdict = decider(evidence)
+    if not verdict.answer:
+        return _refuse(verdict.reason or "The evidence is too weak.", evidence, verdict.probability)
+
+    if question.kind == QuestionKind.PROCEDURE or question.kind == QuestionKind.LIST:
+        chosen += _steps(top, chosen, chunks, limit)
+    if not structured:
+        block = _code_block(chosen, blocks, chunks, question)
+        chosen += [block] if block and all(block.key != s.key for s in chosen) else []
+    # Passages in the order of their best quote (the best sentence's passage first), each in reading order; for a
+    # value or a definition the sentence holding it leads.
+    rank = {}
+    for i, s in enumerate(chosen):
+        rank.setdefault(s.slot, i)
+    lead = chosen[0] if question.kind in (QuestionKind.VALUE, QuestionKind.DEFINITION) else None
+    ordered = sorted(chosen, key=lambda s: (rank[s.slot], s.start))
+    if lead is not None:
+        ordered = [lead, *[s for s in ordered if s.key != lead.key]]
+
+    if structured:
+        why = _why_sentence(top, chosen, rest, chunks, max_sentences)
+        lines = [f"## {_topic(question, chunks[top.slot][1])}", "", "### Key Points", ""]
+        lines += [f"- {s.text} [{s.n}]" for s in ordered]
+        lines += ["", "### Why It Matters", ""]
+        lines += [f"{why.text} [{why.n}]"] if why else []
+        text = "\n".join(lines).rstrip()
+        order = [s.n for s in ordered] + ([why.n] if why else [])
+    else:
+        paragraphs: list[str] = []
+        line: list[str] = []
+        previous: Sentence | None = None
+        for s in ordered:
+            if previous is not None and (s.slot != previous.slot or s.block or previous.block) and line:
+                paragraphs.append(" ".join(line))
+                line = []
+            if s.block:  # a code block or table stands alone, its marker on the line after it
+                paragraphs.append(f"{s.rendered()}\n[{s.n}]")
+            elif s.step:
+                line.append(f"- {s.text} [{s.n}]") if not line else line.append(f"\n- {s.text} [{s.n}]")
+            else:
+                line.append(f"{s.text} [{s.n}]")
+            previous = s
+        paragraphs += [" ".join(line)] if line else []
+        text = "\n\n".join(p.replace(" \n- ", "\n- ") for p in paragraphs)
+        order = [s.n for s in ordered]
+    return Composed(
+        text=text,
+        used=list(dict.fromkeys(order)),
+        refused=False,
+        reason=None,
+        signals=evidence,
+        probability=verdict.probability,
+        kind=question.kind,
+    )
+
+
+def stem_terms(text: str) -> set[str]:
+    return {stem(w) for w in re.findall(r"[a-z0-9]+", text.lower())}

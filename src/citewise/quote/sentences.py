@@ -1,0 +1,281 @@
+"""The candidate quotes of a set of passages: sentences (markdown-aware, kept as [start, end) spans of the chunk's
+text so what is quoted is exactly what the document says) and whole fenced code blocks, with what a selection
+needs to know about each — its words, whether it points back ("They …") or elsewhere ("See [X](x.md) …"), whether
+it holds a value (a number, a URL, inline code), whether it defines something.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+from citewise.text import FENCE_RE, code_blocks, content_terms, split_sentences
+from citewise.types import ScoredChunk
+
+MIN_SENTENCE_WORDS = 4
+
+# A sentence that opens by pointing back ("They apply to …", "This means …", "In that case …") says nothing on its
+# own: it is quoted only right after the sentence it points back to.
+_ANAPHORIC_RE = re.compile(
+    r"^[\"'“‘(\[*_]*(?:(?:they|it|its|it's|this|these|those|that|that's|such|both|them|their|he|she|his|her)\b"
+    r"|in (?:that|this|such|either|both) cases?\b|the (?:latter|former|above)\b)",
+    re.I,
+)
+# A sentence that only points elsewhere ("See [Asking questions](answers.md) for how …", "For more, see …",
+# "Read [the guide](x.md) to …") answers nothing by itself.
+_NAVIGATION_RE = re.compile(
+    r"^[\"'“‘(\[*_]*(?:see\b"
+    r"|(?:for|to)\b[^.!?]{0,80}?,\s*(?:see|read|refer to)\b"
+    r"|(?:read|refer to|check out|visit|go to|head (?:over )?to|continue (?:with|to|reading)|more (?:on|about|in))\b"
+    r"(?=[^\n]*(?:\]\(|https?://|\.md\b|\b(?:page|section|chapter)\b)))",
+    re.I,
+)
+# A question in the docs (a FAQ's "Q:" line, a rhetorical "Why does this matter?") asks, it doesn't answer.
+_ASKING_RE = re.compile(r"^[\"'“‘(\[*_]*(?:q|question)\s*[:.)]|\?[\"'”’)*_]*$", re.I)
+_LINK_TARGET_RE = re.compile(r"\]\(([^)#\s]+\.(?:md|mdx|html?|rst|txt))(?:#[^)]*)?\)")
+# Values a "what is the default / which port / how many / when" question wants: numbers (not list ordinals), inline
+# code, URLs, hex addresses, quantities in words.
+_VALUE_RE = re.compile(
+    r"`[^`\n]+`|https?://\S+|\b0x[0-9a-f]{4,}\b|(?<![\w.])\d+(?:[.,:]\d+)*(?:\s*(?:%|ms|s|kb|mb|gb|tb|k|m|x))?\b"
+    r"|\b(?:one|two|three|four|five|six|seven|eight|nine|ten|eleven|twelve|twenty|thirty|forty|fifty|hundred|"
+    r"thousand|million|billion|dozen|half|once|twice|daily|weekly|monthly|hourly|annually|yearly)\b"
+    r"|\b(?:january|february|march|april|may|june|july|august|september|october|november|december)\b"
+    r"|\b(?:true|false|enabled|disabled|on|off|none|null)\b",
+    re.I,
+)
+_DEFINES_RE = r"(?:is|are|was|were|means|refers to|stands for|describes|denotes|lets|allows|provides|acts as|serves as)"
+
+
+@dataclass(frozen=True)
+class Sentence:
+    slot: int  # position of its chunk in the input list
+    n: int  # citation number of its chunk
+    start: int
+    end: int
+    text: str
+    terms: frozenset[str]
+    code: bool = False  # a whole fenced code block, quoted as is
+    index: int = 0  # position among its chunk's sentences (reading order)
+    step: bool = False  # a list item ("- …", "1. …"): a step of a procedure or an item of a list
+    header: str = ""  # a table row: its table's header and separator lines, quoted above it
+    label: bool = False  # a short label line with the short value lines under it ("Chain ID / 5031 / 50312")
+
+    @property
+    def block(self) -> bool:
+        """Quoted as a block of its own (a code block or a table row), not inside a paragraph."""
+        return self.code or bool(self.header)
+
+    def rendered(self) -> str:
+        return f"{self.header}\n{self.text}" if self.header else self.text
+
+    @property
+    def key(self) -> tuple[int, int]:
+        return (self.slot, self.start)
+
+
+def is_anaphoric(text: str) -> bool:
+    """Whether a sentence opens by pointing back at what came before ("They …", "This means …", "In that case …")."""
+    return bool(_ANAPHORIC_RE.match(text))
+
+
+def is_navigation(text: str) -> bool:
+    """Whether a sentence only points elsewhere ("See [X](x.md) for …", "For more, see …", "Read [X](x.md) to …")."""
+    return bool(_NAVIGATION_RE.match(text))
+
+
+def is_asking(text: str) -> bool:
+    """Whether a sentence is itself a question (a FAQ's "Q:" line, a rhetorical question): it answers nothing."""
+    return bool(_ASKING_RE.search(text.strip()))
+
+
+def link_targets(text: str) -> list[str]:
+    """File names a sentence links to ("[Asking questions](answers.md)" → "answers.md")."""
+    return [target.rsplit("/", 1)[-1] for target in _LINK_TARGET_RE.findall(text)]
+
+
+def values(text: str) -> list[str]:
+    """The values a sentence states (numbers, inline code, URLs, addresses, quantities and dates in words)."""
+    return [m.group(0) for m in _VALUE_RE.finditer(text)]
+
+
+def defines(text: str, subject: str) -> bool:
+    """Whether a sentence defines `subject`: it opens with the subject (an article, markup or a name in front
+    allowed) followed by "is/are/means/…", or "subject: …" / "subject — …"."""
+    words = [re.escape(w) for w in re.findall(r"[\w'-]+", subject.lower())]
+    if not words:
+        return False
+    name = r"[\s`*_\"'()-]*".join(words)
+    pattern = (
+        rf"^[\s>*_`\"'“]*(?:(?:the|a|an)\s+)?(?:\w+['’]s\s+)?[`*_\"'“]*{name}[`*_\"'”]*(?:s)?"
+        rf"(?:\s*\([^)]*\))?(?:,[^,]{{0,60}},)?\s*(?:{_DEFINES_RE}\b|[:—–-]\s)"
+    )
+    return bool(re.match(pattern, text.lower()))
+
+
+def _continues_previous_chunk(text: str) -> bool:
+    """A chunk's first sentence that starts in lower case or on punctuation is the tail of a sentence cut by the
+    chunk overlap ("words, it refuses."), not a sentence of its own."""
+    first = text.lstrip()[:1]
+    return bool(first) and (first.islower() or first in ",;:)]}.")
+
+
+def _is_list_item(text: str, start: int) -> bool:
+    line_start = text.rfind("\n", 0, start) + 1
+    return bool(re.match(r"\s*(?:[-*+•]|\d+[.)])\s+", text[line_start : start + 1]))
+
+
+_TABLE_ROW_RE = re.compile(r"^[ \t]*\|.*\|[ \t]*$")
+_TABLE_RULE_RE = re.compile(r"^[ \t]*\|?[ \t:]*-{3,}[ \t:]*(?:\|[ \t:]*-{3,}[ \t:]*)*\|?[ \t]*$")
+_IDENTIFIER_HINT_RE = re.compile(r"[`_/.:@#]|\d")
+
+
+def table_rows(text: str) -> list[tuple[int, int, str]]:
+    """(start, end, header) of every body row of the markdown tables in `text`; header is the table's first line and
+    its separator line, verbatim."""
+    rows: list[tuple[int, int, str]] = []
+    lines = text.splitlines(keepends=True)
+    offsets = [0]
+    for line in lines:
+        offsets.append(offsets[-1] + len(line))
+    i = 0
+    while i + 2 < len(lines):
+        if _TABLE_ROW_RE.match(lines[i]) and _TABLE_RULE_RE.match(lines[i + 1]):
+            header = lines[i].rstrip("\r\n") + "\n" + lines[i + 1].rstrip("\r\n")
+            j = i + 2
+            while j < len(lines) and _TABLE_ROW_RE.match(lines[j]):
+                end = offsets[j] + len(lines[j].rstrip("\r\n"))
+                rows.append((offsets[j], end, header))
+                j += 1
+            i = j
+        else:
+            i += 1
+    return rows
+
+
+def whole_table(row: Sentence, chunks: Sequence[tuple[int, ScoredChunk]], max_rows: int = 12) -> Sentence | None:
+    """The whole table a row belongs to (header and every body row), if it has at most `max_rows` rows: what a "which
+    … are there" question wants when the answer is a table."""
+    text = chunks[row.slot][1].text
+    rows = [(start, end) for start, end, header in table_rows(text) if header == row.header]
+    mine = [r for r in rows if r[0] <= row.start <= r[1]]
+    if not mine or len(rows) > max_rows:
+        return None
+    # rows of one table are contiguous: from the first row after this table's header to the last
+    same = [r for r in rows if abs(r[0] - row.start) < 10_000]
+    start, end = same[0][0], same[-1][1]
+    body = text[start:end]
+    terms = frozenset(content_terms(body))
+    return Sentence(row.slot, row.n, start, end, body, terms, index=-1, header=row.header)
+
+
+def _short_value(text: str) -> bool:
+    """A short line worth quoting although it is no full sentence: it states a value or names an identifier."""
+    return bool(_IDENTIFIER_HINT_RE.search(text)) or bool(values(text))
+
+
+def _label_runs(text: str, spans: list[tuple[int, int]]) -> list[tuple[int, int]]:
+    """Spans from a short label paragraph ("Chain ID") through the one or two short value paragraphs right under it
+    ("5031", "50312"): how definition lists and flattened tables read once converted to text."""
+    runs = []
+    for i, (start, end) in enumerate(spans):
+        label = text[start:end]
+        if len(label.split()) > 5 or label.rstrip().endswith((".", "!", "?", ":")) or _short_value(label):
+            continue
+        following = []
+        for next_start, next_end in spans[i + 1 : i + 3]:
+            value = text[next_start:next_end]
+            between = text[end if not following else following[-1][1] : next_start]
+            if len(value.split()) > 6 or between.count("\n") > 3 or not _short_value(value):
+                break
+            following.append((next_start, next_end))
+        if following:
+            runs.append((start, following[-1][1]))
+    return runs
+
+
+def candidates(chunks: Sequence[tuple[int, ScoredChunk]], *, code: bool = False) -> list[Sentence]:
+    """Every quotable sentence of `chunks` ((citation number, chunk) pairs), every row of their tables (with its
+    header), every label with its short values under it, and with `code` every whole fenced code block, in reading
+    order."""
+    sentences = []
+    for slot, (n, chunk) in enumerate(chunks):
+        spans = split_sentences(chunk.text)
+        for start, end in _label_runs(chunk.text, spans):
+            text = chunk.text[start:end]
+            sentences.append(Sentence(slot, n, start, end, text, frozenset(content_terms(text)), index=-1, label=True))
+        for start, end, header in table_rows(chunk.text):
+            text = chunk.text[start:end]
+            sentences.append(
+                Sentence(slot, n, start, end, text, frozenset(content_terms(text)), index=-1, header=header)
+            )
+        for index, (start, end) in enumerate(spans):
+            text = chunk.text[start:end]
+            if len(text.split()) < MIN_SENTENCE_WORDS and not (len(text.split()) >= 2 and _short_value(text)):
+                continue
+            if index == 0 and chunk.chunk_index > 0 and _continues_previous_chunk(text):
+                continue  # the chunker's overlap began mid-sentence: quoting it would quote half a sentence
+            step = _is_list_item(chunk.text, start)
+            sentences.append(
+                Sentence(slot, n, start, end, text, frozenset(content_terms(text)), index=index, step=step)
+            )
+        if code:
+            for start, end in code_blocks(chunk.text):
+                text = chunk.text[start:end]
+                sentences.append(Sentence(slot, n, start, end, text, frozenset(content_terms(text)), code=True))
+    return sentences
+
+
+def predecessor(sentence: Sentence, chunks: Sequence[tuple[int, ScoredChunk]]) -> Sentence | None:
+    """The sentence right before `sentence` in its passage, if nothing but a paragraph break lies between (a heading
+    or a code block between means the pointing-back has no antecedent to quote)."""
+    text = chunks[sentence.slot][1].text
+    before = [(start, end) for start, end in split_sentences(text) if end <= sentence.start]
+    if not before:
+        return None
+    start, end = before[-1]
+    between = text[end : sentence.start]
+    if FENCE_RE.search(between) or re.search(r"^\s*(?:#{1,6}\s|```|~~~)", between, re.M):
+        return None
+    words = text[start:end]
+    return Sentence(sentence.slot, sentence.n, start, end, words, frozenset(content_terms(words)))
+
+
+def antecedents(
+    sentence: Sentence,
+    chunks: Sequence[tuple[int, ScoredChunk]],
+    taken: Callable[[Sentence], bool],
+    limit: int,
+) -> tuple[list[Sentence], bool]:
+    """The sentences `sentence` points back through, in reading order, up to the first that doesn't point back
+    ("Dilip Joshi is an actor. He has appeared in … He plays Jethalal …") or that is already `taken`, at most
+    `limit` of them; and whether the chain is anchored there (False: it runs into a heading, a code block, the
+    passage's start or the limit first)."""
+    heads: list[Sentence] = []
+    current = sentence
+    while is_anaphoric(current.text):
+        before = predecessor(current, chunks)
+        if before is None or len(heads) >= limit:
+            return heads, False
+        if taken(before):
+            return heads, True
+        heads.insert(0, before)
+        current = before
+    return heads, True
+
+
+def block_after(
+    sentence: Sentence, chunks: Sequence[tuple[int, ScoredChunk]], max_gap_words: int = 4
+) -> Sentence | None:
+    """The fenced code block that directly follows `sentence` in its passage (at most a label such as "**Fix.**"
+    or "Run:" between, no heading), if any."""
+    text = chunks[sentence.slot][1].text
+    after = [(start, end) for start, end in code_blocks(text) if start >= sentence.end]
+    if not after:
+        return None
+    start, end = after[0]
+    between = text[sentence.end : start]
+    if len(between.split()) >= max_gap_words or re.search(r"^\s*#", between, re.M):
+        return None
+    block = text[start:end]
+    return Sentence(sentence.slot, sentence.n, start, end, block, frozenset(content_terms(block)), code=True)

@@ -1,0 +1,631 @@
+"""Quote mode's choosing and quoting: verbatim sentences only, chosen for the question, each cited."""
+
+from __future__ import annotations
+
+import hashlib
+import re
+
+import pytest
+
+from citewise.agent.constraints import Constraints
+from citewise.agent.grounding import ground
+from citewise.agent.validator import validate_answer
+from citewise.quote import Part, QuoteAnswer, analyse, answer, question_focus
+from citewise.quote.sentences import is_anaphoric, is_navigation
+from citewise.settings import QuoteSettings
+from citewise.text import content_terms, split_sentences, stem
+from citewise.types import REFUSAL_TEXT, AnswerStyle, ScoredChunk, make_chunk_id, make_doc_id
+
+
+def compose_quote_answer(
+    question: str,
+    chunks,
+    *,
+    max_sentences: int = 4,
+    style: AnswerStyle = AnswerStyle.DEFAULT,
+    threshold: float = 0.0,
+    corpus=None,
+) -> QuoteAnswer:
+    """Quote mode on these passages; the decision off (threshold 0) unless a test asks for it: these tests are about
+    choosing and quoting."""
+    settings = QuoteSettings(max_sentences=max_sentences, threshold=threshold)
+    return answer([Part(analyse(question), list(chunks))], settings, style=style, corpus=corpus)
+
+
+def chunk(text: str, doc: str, *, dense: float | None = 0.7, score: float = 0.3, **extra) -> ScoredChunk:
+    doc_id = make_doc_id(doc)
+    return ScoredChunk(
+        chunk_id=make_chunk_id(doc_id, 0),
+        doc_id=doc_id,
+        chunk_index=0,
+        text=text,
+        filename=doc,
+        score=score,
+        dense_score=dense,
+        **extra,
+    )
+
+
+INSTALL = chunk(
+    "# Installation\n\n"
+    "Orbitron ships as a single daemon, `orbitrond`, and a command-line client, `orbitron`.\n\n"
+    "### Linux packages\n\n"
+    "Install version 3.2 from the Orbitron apt repository. The daemon listens on port **7433** by default and "
+    "stores its journal\nunder `/var/lib/orbitron`.\n\n"
+    "```bash\nsudo apt-get install orbitrond=3.2.0\nsudo systemctl enable --now orbitrond\n```\n",
+    "install.md",
+    dense=0.72,
+    chapter="Installation > Linux packages",
+)
+PORTS = chunk(
+    "Changing the port needs a restart of the daemon. The listening port is set with `listen_port` in "
+    "orbitrond.toml. The default port is 7433 unless you change it.\n\n"
+    "- Firewalls must allow the listening port for workers to connect.\n"
+    "- The web console uses the same port.",
+    "ports.md",
+    dense=0.61,
+)
+DUPLICATE = chunk(
+    "The daemon listens on port 7433 by default and stores its journal under /var/lib/orbitron. Nothing else.",
+    "copy.md",
+    dense=0.55,
+)
+QUEUES = chunk(
+    "Queues are created explicitly. Enqueueing to a queue that does not exist fails with error ORB-404. "
+    "Finished jobs are kept for seven days with the retention flag.",
+    "queues.md",
+    dense=0.5,
+)
+CHUNKS = [(1, INSTALL), (2, PORTS), (3, DUPLICATE), (4, QUEUES)]
+QUESTION = "Which port does the Orbitron daemon listen on by default?"
+
+
+def sentences_of(answer: QuoteAnswer) -> list[tuple[int, str]]:
+    """(n, sentence) pairs of a default-style or structured quote answer."""
+    pairs = []
+    for line in answer.text.split("\n\n"):
+        for match in re.finditer(r"(?:^|(?<=\] ))(?:- )?(.+?) \[(\d+)\]", line, re.S):
+            pairs.append((int(match.group(2)), match.group(1)))
+    return pairs
+
+
+def test_answer_is_verbatim_sentences_each_cited():
+    answer = compose_quote_answer(QUESTION, CHUNKS, max_sentences=4)
+    assert not answer.refused and answer.reason is None
+    pairs = sentences_of(answer)
+    assert pairs, answer.text
+    texts = dict(CHUNKS)
+    for n, sentence in pairs:
+        assert sentence in texts[n].text, sentence  # exact substring, not whitespace-normalised
+    assert "The daemon listens on port **7433** by default and stores its journal\nunder `/var/lib/orbitron`." in (
+        answer.text
+    )
+    assert answer.used == list(dict.fromkeys(n for n, _ in pairs))
+
+
+def test_near_duplicate_sentences_are_dropped():
+    answer = compose_quote_answer(QUESTION, CHUNKS, max_sentences=4)
+    assert "[3]" not in answer.text  # copy.md repeats install.md's sentence
+    assert 3 not in answer.used
+
+
+def test_irrelevant_sentences_stay_out_and_order_is_by_chunk_then_position():
+    answer = compose_quote_answer(QUESTION, CHUNKS, max_sentences=4)
+    assert "ORB-404" not in answer.text and "Queues are created" not in answer.text
+    positions = [(n, dict(CHUNKS)[n].text.index(s)) for n, s in sentences_of(answer)]
+    assert positions == sorted(positions)
+
+
+def test_headings_and_code_are_not_quoted_as_sentences():
+    spans = split_sentences(INSTALL.text)
+    quoted = [INSTALL.text[s:e] for s, e in spans]
+    assert not any(q.startswith("#") or "```" in q or "apt-get" in q for q in quoted)
+    assert "Install version 3.2 from the Orbitron apt repository." in quoted
+    assert "Firewalls must allow the listening port for workers to connect." in [
+        PORTS.text[s:e] for s, e in split_sentences(PORTS.text)
+    ]
+
+
+def test_sentence_splitting_keeps_abbreviations_together():
+    text = "Use a queue per tenant, e.g. Billing or Email. Workers poll every 15 s. Done now."
+    assert [text[s:e] for s, e in split_sentences(text)] == [
+        "Use a queue per tenant, e.g. Billing or Email.",
+        "Workers poll every 15 s.",
+        "Done now.",
+    ]
+
+
+def test_words_ending_like_an_abbreviation_still_end_a_sentence():
+    text = "He has appeared in films. He acts in comedy. Run it first. Then stop, e.g. Friday."
+    assert [text[s:e] for s, e in split_sentences(text)] == [
+        "He has appeared in films.",
+        "He acts in comedy.",
+        "Run it first.",
+        "Then stop, e.g. Friday.",
+    ]
+
+
+def test_max_sentences_is_respected():
+    answer = compose_quote_answer(QUESTION, CHUNKS, max_sentences=1)
+    assert len(sentences_of(answer)) == 1
+    assert "7433" in answer.text
+
+
+def test_deterministic():
+    runs = {repr(compose_quote_answer(QUESTION, CHUNKS, max_sentences=3)) for _ in range(3)}
+    assert len(runs) == 1
+    reordered = compose_quote_answer(QUESTION, list(CHUNKS), max_sentences=3)
+    digest = hashlib.sha256(reordered.text.encode()).hexdigest()
+    assert digest == hashlib.sha256(runs.pop() and reordered.text.encode()).hexdigest()
+
+
+def test_the_decision_refuses_what_the_model_finds_unlikely():
+    refused = compose_quote_answer(QUESTION, CHUNKS, threshold=1.0)
+    assert refused.refused and refused.text == REFUSAL_TEXT and refused.used == []
+    assert refused.reason and refused.parts[0].probability is not None  # the signals are kept for the trace
+    assert not compose_quote_answer(QUESTION, CHUNKS, threshold=0.0).refused
+
+
+def test_refuses_when_no_sentence_shares_content():
+    answer = compose_quote_answer("How do I rotate the encryption keys?", CHUNKS, max_sentences=4)
+    assert answer.refused and answer.text == REFUSAL_TEXT
+    assert "shares the question's words" in answer.reason
+
+
+def test_refuses_without_chunks():
+    answer = compose_quote_answer(QUESTION, [], max_sentences=4)
+    assert answer.refused and answer.reason == "No passages were found for the question."
+
+
+def test_lexical_only_chunks_are_quoted_too():
+    lexical = [
+        (1, INSTALL.model_copy(update={"dense_score": None})),
+        (2, PORTS.model_copy(update={"dense_score": None})),
+    ]
+    answer = compose_quote_answer(QUESTION, lexical, max_sentences=2)
+    assert not answer.refused and "7433" in answer.text
+
+
+def test_structured_style():
+    answer = compose_quote_answer(QUESTION, CHUNKS, max_sentences=3, style=AnswerStyle.STRUCTURED)
+    lines = answer.text.split("\n")
+    assert lines[0] == "## Linux packages"
+    assert "### Key Points" in lines and "### Why It Matters" in lines
+    block = answer.text.split("### Key Points\n\n", 1)[1].split("\n\n### Why It Matters", 1)[0]
+    bullets = block[2:].split("\n- ")  # a bullet may wrap: quoted sentences keep the source's line breaks
+    assert block.startswith("- ") and bullets
+    texts = dict(CHUNKS)
+    for bullet in bullets:
+        sentence, n = re.fullmatch(r"(.+) \[(\d+)\]", bullet, re.S).groups()
+        assert sentence in texts[int(n)].text
+    why = answer.text.split("### Why It Matters\n\n", 1)[1]
+    sentence, n = re.fullmatch(r"(.+) \[(\d+)\]", why, re.S).groups()
+    assert sentence in texts[int(n)].text
+    assert sentence not in block  # not a repeat of a key point
+
+
+def test_quote_answer_grounds_with_spans_and_passes_the_validator():
+    answer = compose_quote_answer(QUESTION, CHUNKS, max_sentences=3)
+    sources = dict(CHUNKS)
+    text, citations = ground(answer.text, sources)
+    assert text == answer.text  # nothing to strip or renumber in a composed answer
+    assert all(c.quote_spans for c in citations)
+    for citation in citations:
+        source = next(c for c in sources.values() if c.chunk_id == citation.chunk_id)
+        for start, end in citation.quote_spans:
+            assert source.text[start:end] in answer.text
+    result = validate_answer(
+        answer.text,
+        sources=sources,
+        opened={c.chunk_id for c in sources.values()},
+        searches=1,
+        constraints=Constraints(exact_quote=True),
+    )
+    assert result.ok, result.errors
+
+
+@pytest.mark.parametrize(
+    ("a", "b"),
+    [("configure", "configured"), ("configuration", "configuring"), ("queues", "queue"), ("listens", "listening")],
+)
+def test_stemming_joins_word_forms(a, b):
+    assert stem(a) == stem(b)
+
+
+def test_content_terms_drop_stopwords_and_keep_identifiers():
+    terms = content_terms("What does the listen_port setting do?")
+    assert "listen_port" in terms and stem("listen") in terms and stem("setting") in terms
+    assert not terms & {"what", "does", "the", "do"}
+
+
+CREATE = chunk(
+    "## Creating your first queue\n\n"
+    "Every queue accepts these settings at creation time:\n\n"
+    "Queues are created explicitly and enqueueing to a missing queue fails.\n\n"
+    "```bash\norbitron queue create --name emails --retention 7d\n```\n",
+    "create.md",
+    dense=0.6,
+)
+
+
+def test_a_relevant_code_block_is_quoted_whole_and_lead_ins_are_not():
+    answer = compose_quote_answer("How do I create a queue?", [(1, CREATE)], max_sentences=4)
+    block = "```bash\norbitron queue create --name emails --retention 7d\n```"
+    assert f"{block}\n[1]" in answer.text
+    assert "settings at creation time:" not in answer.text  # a lead-in without what it introduces says nothing
+    text, [citation] = ground(answer.text, {1: CREATE})
+    assert text == answer.text
+    assert any(CREATE.text[s:e] == block for s, e in citation.quote_spans)
+    result = validate_answer(
+        answer.text, sources={1: CREATE}, opened={CREATE.chunk_id}, searches=1, constraints=Constraints()
+    )
+    assert result.ok, result.errors
+
+
+def test_structured_style_never_quotes_code_blocks():
+    answer = compose_quote_answer(
+        "How do I create a queue?", [(1, CREATE)], max_sentences=4, style=AnswerStyle.STRUCTURED
+    )
+    assert "```" not in answer.text and not answer.refused
+
+
+def test_refuses_when_the_only_relevant_sentence_is_a_lead_in():
+    lead_in = chunk("To rotate the journal keys, run the following steps:\n\nNothing else here at all.", "k.md")
+    answer = compose_quote_answer("How do I rotate the journal keys?", [(1, lead_in)])
+    assert answer.refused and answer.text == REFUSAL_TEXT
+
+
+WIKI = chunk(
+    "The `` Rammer Jammer Cheer '' is a traditional cheer . The lyrics originate from The Rammer - Jammer , a student "
+    "magazine in the 1920s . The term `` yellowhammer '' was used for soldiers from Alabama . Cardinals 3 -- 0 .",
+    "wiki.txt",
+    dense=0.7,
+    title="Rammer Jammer 1925",
+)
+
+
+@pytest.mark.parametrize("style", list(AnswerStyle))
+def test_sources_with_odd_quoting_still_ground_and_validate(style):
+    question = "Where do the rammer jammer lyrics and the term yellowhammer come from? Cardinals score"
+    answer = compose_quote_answer(question, [(1, WIKI)], max_sentences=4, style=style)
+    assert not answer.refused
+    text, [citation] = ground(answer.text, {1: WIKI})
+    assert text == answer.text
+    assert len(citation.quote_spans) == len(re.findall(r"\[1\]", answer.text))
+    result = validate_answer(
+        answer.text, sources={1: WIKI}, opened={WIKI.chunk_id}, searches=1, constraints=Constraints(exact_quote=True)
+    )
+    assert result.ok, result.errors  # the title in a structured heading is source text too
+
+
+EMBEDDINGS = [
+    (
+        1,
+        chunk(
+            "Citewise embeds chunks with a local model by default. To use OpenAI embeddings, set the provider to "
+            "`openai` and export your API key before you ingest. Any server that implements the OpenAI embeddings "
+            "API works with the `openai` provider.",
+            "embeddings.md",
+            dense=0.76,
+        ),
+    ),
+    (
+        2,
+        chunk(
+            "Vectors from different models cannot be compared, so every later command checks the configured model "
+            "against the index. Switching the model means re-ingesting every document.",
+            "models.md",
+            dense=0.61,
+        ),
+    ),
+    (
+        3,
+        chunk(
+            "The local model runs on the CPU and needs no network access. Batches of 32 chunks are embedded at a "
+            "time; a larger batch is faster on a GPU.",
+            "local.md",
+            dense=0.55,
+        ),
+    ),
+]
+
+
+# Conversational phrasing around a question must not sink its coverage: words like "handbook" or "obvious" occur
+# in no passage, so as content words they would weigh the most. None of these wrappers is in the composer's code.
+@pytest.mark.parametrize(
+    "wrapped",
+    [
+        "According to the user guide, how do I use OpenAI embeddings?",
+        "Per the handbook, how do I use OpenAI embeddings?",
+        "Sorry if this is obvious, I'm new here. How do I use OpenAI embeddings?",
+        "How do I use OpenAI embeddings? Thanks in advance, answer from the docs please.",
+        "Hi team! Quick question: how do I use OpenAI embeddings?",
+    ],
+)
+def test_a_question_wrapped_in_conversation_answers_like_the_bare_question(wrapped):
+    fitted = QuoteSettings().threshold
+    bare = compose_quote_answer("How do I use OpenAI embeddings?", EMBEDDINGS, threshold=fitted)
+    answer = compose_quote_answer(wrapped, EMBEDDINGS, threshold=fitted)
+    assert not bare.refused and not answer.refused, answer.reason
+    assert answer.text == bare.text
+
+
+@pytest.mark.parametrize(
+    ("question", "chunks"),
+    [
+        ("How do I configure Kubernetes autoscaling?", EMBEDDINGS),
+        ("According to the user guide, how do I configure Kubernetes autoscaling?", EMBEDDINGS),
+        ("I'm new here. Which Kubernetes operator autoscales the model's workers?", EMBEDDINGS),
+        ("How do I configure Kubernetes autoscaling for the Orbitron daemon?", CHUNKS),
+    ],
+)
+def test_an_off_topic_question_still_refuses_with_close_passages(question, chunks):
+    # The passages are close (cosine up to 0.76) and share a word or the product's name with the question, not its
+    # subject: the corpus never mentions Kubernetes, so the question's heaviest words are unknown.
+    answer = compose_quote_answer(question, chunks, threshold=QuoteSettings().threshold, corpus=CORPUS)
+    assert answer.refused and answer.text == REFUSAL_TEXT, answer.text
+
+
+def test_question_focus_drops_conversation_around_the_question():
+    assert question_focus("I'm new here. What is stored with each chunk?") == "What is stored with each chunk?"
+    assert question_focus("According to the user guide, how do I ingest PDFs?") == "how do I ingest PDFs?"
+    assert question_focus("How do I ingest PDFs? Please keep it short.") == "How do I ingest PDFs?"
+    assert question_focus("who sang the national anthem at the super bowl") == (
+        "who sang the national anthem at the super bowl"
+    )
+
+
+# -- words the corpus hardly knows ------------------------------------------------------------------------------
+
+SETUP = chunk(
+    "Citewise works without any configuration. The data directory defaults to `./.citewise` and every setting "
+    "can be changed with an environment variable.",
+    "configuration.md",
+    dense=0.6,
+)
+KUBERNETES = "How do I configure Kubernetes autoscaling for Citewise?"
+
+
+class Corpus:
+    """Corpus statistics over a made-up corpus of `chunks` chunks: `counts` for the words given, `default` else."""
+
+    def __init__(self, counts: dict[str, int], default: int = 40, chunks: int = 400) -> None:
+        self.counts, self.default, self.chunks = counts, default, chunks
+
+    def df(self, word: str) -> int:
+        return self.counts.get(word, self.default)
+
+    def stem_df(self, term: str) -> int:
+        return next((n for w, n in self.counts.items() if stem(w) == term), self.default)
+
+
+CORPUS = Corpus({"kubernetes": 0, "autoscaling": 0, "autoscales": 0, "operator": 0})
+
+
+def test_a_question_whose_subject_the_corpus_never_mentions_is_refused():
+    fitted = QuoteSettings().threshold
+    # Only "configure" and the product's name meet the passage ("Citewise works without any configuration."):
+    # "Kubernetes" is a name the question hinges on and the passage lacks, so it is refused whatever the model says.
+    anchored = compose_quote_answer(KUBERNETES, [(1, SETUP)], threshold=0.0)
+    assert anchored.refused and anchored.parts[0].missing_anchors == ["Kubernetes"]
+    assert "Kubernetes" in anchored.reason
+    # Written in lower case it names no anchor; the corpus statistics say its heaviest words are unknown to the docs,
+    # which makes the evidence less likely to answer it than the same words in a corpus that knows them.
+    lower = KUBERNETES.lower()
+    unknown = compose_quote_answer(lower, [(1, SETUP)], threshold=fitted, corpus=CORPUS).parts[0]
+    known = compose_quote_answer(lower, [(1, SETUP)], threshold=fitted, corpus=Corpus({})).parts[0]
+    assert unknown.signals["unknown"] > 0.5 and known.signals["unknown"] == 0
+    assert unknown.probability < known.probability
+
+
+def test_a_paraphrased_word_does_not_sink_an_otherwise_covered_question():
+    # "network" is a word no chunk holds, yet one of six: it weighs more, not all.
+    question = "Which network port does the Orbitron daemon listen on by default?"
+    corpus = Corpus({"network": 0}, default=3)
+    answer = compose_quote_answer(question, CHUNKS, threshold=QuoteSettings().threshold, corpus=corpus)
+    assert not answer.refused and "7433" in answer.text
+
+
+# -- code blocks ---------------------------------------------------------------------------------------------------
+
+STALE = chunk(
+    "## Deleted files still show up\n\n"
+    "**Cause.** Deleted files stay in the index until you prune them.\n\n"
+    "**Fix.**\n\n"
+    "```bash\norbitron ingest docs/ --prune\n```\n",
+    "troubleshooting.md",
+    dense=0.6,
+)
+SEARCH_EXAMPLES = chunk(
+    "## Searching\n\n"
+    '```bash\norbitron search "How do I remove deleted files from the index?"\norbitron search "port"\n```\n',
+    "searching.md",
+    dense=0.62,
+)
+
+
+def test_the_command_right_after_a_quoted_sentence_is_quoted_with_it():
+    answer = compose_quote_answer("How do I remove deleted files from the index?", [(1, SEARCH_EXAMPLES), (2, STALE)])
+    assert not answer.refused, answer.reason
+    assert "Deleted files stay in the index until you prune them. [2]" in answer.text
+    assert "```bash\norbitron ingest docs/ --prune\n```\n[2]" in answer.text
+    # A block from a passage the answer quotes no prose from stays out, however well it matches the question.
+    assert "orbitron search" not in answer.text and answer.used == [2]
+
+
+def test_a_block_after_a_sentence_about_something_else_is_not_attached():
+    answer = compose_quote_answer(QUESTION, CHUNKS, max_sentences=4)
+    assert "7433" in answer.text
+    assert "apt-get" not in answer.text  # follows the port sentence, but installs the package
+
+
+# -- readability: sentences that point back or point elsewhere -------------------------------------------------------
+
+QUOTE_QUESTION = "What does quote mode do?"
+GENERATION = chunk(
+    "Table `[generation]` in `citewise.toml`; environment variables `CITEWISE_GENERATION__<NAME>`. They apply to\n"
+    "language model calls, so quote mode ignores them.",
+    "configuration.md",
+    dense=0.56,
+)
+ANSWERING = chunk(
+    "Which answerer writes the answers of `citewise ask` and the server. See\n"
+    "[Asking questions](answers.md) for how quote mode and agent mode work.",
+    "configuration.md",
+    dense=0.55,
+)
+QUOTE_MODE = chunk(
+    "Quote answers need no language model. It is the default: quote mode copies sentences verbatim, each followed "
+    "by its citation.\n\n## Limits\n\nThey bound how long quote mode may search.",
+    "answers.md",
+    dense=0.45,
+)
+DEFAULT_MODE = "It is the default: quote mode copies sentences verbatim, each followed by its citation."
+
+
+def test_a_sentence_pointing_back_at_an_unquoted_sentence_is_left_out():
+    answer = compose_quote_answer(QUOTE_QUESTION, [(1, GENERATION), (2, ANSWERING), (3, QUOTE_MODE)])
+    assert not answer.refused, answer.reason
+    # "They" would refer to the settings table, which shares nothing with the question: not quoted alone, not paired.
+    assert "They apply to" not in answer.text and "Table `[generation]`" not in answer.text
+    # A heading stands between "They bound …" and any antecedent: left out too.
+    assert "They bound" not in answer.text
+
+
+def test_a_sentence_pointing_back_comes_right_after_its_relevant_predecessor():
+    answer = compose_quote_answer(QUOTE_QUESTION, [(1, GENERATION), (2, ANSWERING), (3, QUOTE_MODE)])
+    # "It is the default: quote mode …" is the best sentence; its predecessor shares "quote" with the question, so
+    # it is quoted first, even though on its own it would fall below the relevance cutoff.
+    assert answer.text == f"Quote answers need no language model. [3] {DEFAULT_MODE} [3]"
+    for n, sentence in sentences_of(answer):  # still verbatim
+        assert sentence in {1: GENERATION, 2: ANSWERING, 3: QUOTE_MODE}[n].text
+
+
+def test_the_pair_is_only_taken_when_both_fit():
+    two = compose_quote_answer(QUOTE_QUESTION, [(3, QUOTE_MODE)], max_sentences=2)
+    assert two.text == f"Quote answers need no language model. [3] {DEFAULT_MODE} [3]"
+    one = compose_quote_answer(QUOTE_QUESTION, [(3, QUOTE_MODE)], max_sentences=1)
+    assert not one.refused and len(sentences_of(one)) == 1
+    assert "They bound" not in one.text  # the best sentence that points back, not the first one left over
+
+
+def test_navigation_sentences_are_dropped_when_other_sentences_exist():
+    answer = compose_quote_answer(QUOTE_QUESTION, [(1, GENERATION), (2, ANSWERING), (3, QUOTE_MODE)])
+    assert "See\n[Asking questions]" not in answer.text and 2 not in answer.used
+    for style in (AnswerStyle.DEFAULT, AnswerStyle.STRUCTURED):
+        structured = compose_quote_answer(QUOTE_QUESTION, [(2, ANSWERING), (3, QUOTE_MODE)], style=style)
+        assert "[Asking questions]" not in structured.text, structured.text
+
+
+def test_selection_never_turns_an_answer_into_a_refusal():
+    # Only a pointer elsewhere matches the question: quoted rather than refused (the gates decide refusals).
+    only_nav = compose_quote_answer(QUOTE_QUESTION, [(1, ANSWERING)])
+    assert not only_nav.refused and "[Asking questions](answers.md)" in only_nav.text
+    # Only a sentence pointing back at an off-topic one matches: quoted with what it points back to.
+    only_dangling = compose_quote_answer(QUOTE_QUESTION, [(1, GENERATION)])
+    assert not only_dangling.refused
+    assert only_dangling.text == (
+        "Table `[generation]` in `citewise.toml`; environment variables `CITEWISE_GENERATION__<NAME>`. [1] They "
+        "apply to\nlanguage model calls, so quote mode ignores them. [1]"
+    )
+    alone = compose_quote_answer(QUOTE_QUESTION, [(1, GENERATION)], max_sentences=1)
+    assert alone.text == "They apply to\nlanguage model calls, so quote mode ignores them. [1]"
+
+
+BIOGRAPHY = chunk(
+    "Dilip Joshi is an Indian film and television actor. He has appeared in a number of serials as well as films. "
+    "He acts mostly in comedy and currently plays Jethalal Gada in Taarak Mehta Ka Ooltah Chashmah.",
+    "joshi.md",
+    dense=0.6,
+)
+
+
+def test_a_chain_of_pointing_back_is_quoted_from_its_start():
+    answer = compose_quote_answer("Who plays Jethalal in Taarak Mehta Ka Ooltah Chashmah?", [(1, BIOGRAPHY)])
+    assert not answer.refused, answer.reason
+    assert answer.text == (
+        "Dilip Joshi is an Indian film and television actor. [1] He has appeared in a number of serials as well as "
+        "films. [1] He acts mostly in comedy and currently plays Jethalal Gada in Taarak Mehta Ka Ooltah Chashmah. [1]"
+    )
+    two = compose_quote_answer(
+        "Who plays Jethalal in Taarak Mehta Ka Ooltah Chashmah?", [(1, BIOGRAPHY)], max_sentences=2
+    )
+    assert two.text.startswith("He has appeared") and two.text.count("[1]") == 2
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "They apply to language model calls.",
+        "It answers with verbatim sentences.",
+        "This means the index is rebuilt.",
+        "These settings are read at start-up.",
+        "That is the default.",
+        "Such files are skipped.",
+        "In that case the answer is refused.",
+        "**It** never calls a model.",
+        "Both modes share the index.",
+    ],
+)
+def test_pointing_back_is_recognised(text):
+    assert is_anaphoric(text)
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "Quote mode needs no language model.",
+        "There is one index per home.",
+        "Items are ingested in order.",
+        "Theirs-free wording: Thesis mode is off.",
+        "Italy is not a setting.",
+        "Thenceforth nothing changes.",
+    ],
+)
+def test_ordinary_openings_are_not_pointing_back(text):
+    assert not is_anaphoric(text)
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "See [Asking questions](answers.md) for how quote mode and agent mode work.",
+        "See\n[Asking questions](answers.md) for how quote mode works.",
+        "For more, see the configuration page.",
+        "For details on every flag, see [the CLI reference](cli.md).",
+        "Read [Ingesting](ingesting.md) to learn which formats are parsed.",
+        "(See [The validator](#the-validator).)",
+        "Refer to the troubleshooting page when ingest stops.",
+    ],
+)
+def test_navigation_is_recognised(text):
+    assert is_navigation(text)
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "Seeding the index takes a minute.",
+        "Read the file with `cat` before ingesting it.",
+        "For each chunk, the embedder computes a vector.",
+        "Quote mode refuses unless the evidence is strong (see below).",
+    ],
+)
+def test_content_sentences_are_not_navigation(text):
+    assert not is_navigation(text)
+
+
+def test_the_tail_of_a_sentence_cut_by_the_chunk_overlap_is_not_quoted():
+    text = (
+        "keeps journal segments in the retention window for fourteen days. "
+        "The retention window for journal segments is set with retention_days."
+    )
+    question = "How long does the retention window keep journal segments?"
+    first = chunk(text, "retention.md")
+    continuation = first.model_copy(update={"chunk_id": make_chunk_id(first.doc_id, 1), "chunk_index": 1})
+    answer = compose_quote_answer(question, [(1, continuation)])
+    assert not answer.refused
+    assert "keeps journal segments" not in answer.text
+    assert "retention_days" in answer.text
+    # The same text as a document's first chunk is a real sentence, however it is cased.
+    assert "keeps journal segments" in compose_quote_answer(question, [(1, first)]).text

@@ -1,0 +1,104 @@
+"""What a question asks for, from its wording alone: kind, subject, anchors, expected answer, parts."""
+
+from __future__ import annotations
+
+import pytest
+
+from citewise.quote import QuestionKind, analyse, split_parts
+
+
+@pytest.mark.parametrize(
+    ("question", "kind"),
+    [
+        ("What is quote mode?", QuestionKind.DEFINITION),
+        ("what's reentrancy", QuestionKind.DEFINITION),
+        ("What does MAX_TURNS_REACHED mean?", QuestionKind.DEFINITION),
+        ("quote mode", QuestionKind.DEFINITION),
+        ("How do I ingest a folder of markdown documents?", QuestionKind.PROCEDURE),
+        ("how to change the port", QuestionKind.PROCEDURE),
+        ("thirdweb cli deploy command", QuestionKind.PROCEDURE),
+        ("What is the default chunk size?", QuestionKind.VALUE),
+        ("Which port does the daemon listen on?", QuestionKind.VALUE),
+        ("How many dimensions do the vectors have?", QuestionKind.VALUE),
+        ("somi total supply", QuestionKind.VALUE),
+        ("When was the neutron discovered?", QuestionKind.VALUE),
+        ("Does Citewise need internet access?", QuestionKind.YES_NO),
+        ("Which file types are supported?", QuestionKind.LIST),
+        ("Why is the first ingest slow?", QuestionKind.REASON),
+        ("Who founded Citewise?", QuestionKind.ENTITY),
+    ],
+)
+def test_kinds(question, kind):
+    assert analyse(question).kind == kind
+
+
+def test_a_definition_names_its_subject():
+    assert analyse("What is the quote mode?").subject == "quote mode"
+    assert analyse("What does `--prune` mean?").subject == "--prune"
+
+
+@pytest.mark.parametrize(
+    ("question", "anchors"),
+    [
+        ("What is in enclosure 417?", ("417",)),
+        ("How do I use --prune with CITEWISE_API_KEYS?", ("--prune", "CITEWISE_API_KEYS")),
+        ("What does POST /api/agent/stream return?", ("/api/agent/stream", "POST")),
+        ("Is v1.2.3 compatible?", ("v1.2.3",)),
+        ("What does error ORB-404 mean?", ("ORB-404",)),
+        ("Who won the 2022 Citrus Bowl?", ("2022", "Citrus Bowl")),
+        ('What does "insufficient liquidity" mean?', ("insufficient liquidity",)),
+        ("How Do I Change The Port?", ()),  # Title Case: capitals name nothing
+        ("how do i change the port", ()),
+    ],
+)
+def test_anchors_are_what_the_evidence_must_name(question, anchors):
+    assert analyse(question).anchors == anchors
+
+
+@pytest.mark.parametrize(
+    ("question", "expects"),
+    [
+        ("When was the neutron discovered?", "date"),
+        ("How many stanzas are there?", "number"),
+        ("How long are backups kept?", "duration"),
+        ("Who plays Jethalal?", "name"),
+        ("Where does the web chat keep the key?", "location"),
+        ("Which developer made the game?", "name_or_value"),
+        ("What is the default port?", "value"),
+        ("How do I change the port?", None),
+    ],
+)
+def test_what_the_answer_must_state(question, expects):
+    assert analyse(question).expects == expects
+
+
+def test_negation():
+    assert analyse("Which notion does the trope not embody?").negated
+    assert not analyse("Which notion does the trope embody?").negated
+
+
+def test_a_multi_part_question_is_split_and_a_part_that_points_back_gets_its_words():
+    assert split_parts("What is quote mode and how do I switch to agent mode?") == [
+        "What is quote mode",
+        "how do I switch to agent mode?",
+    ]
+    assert split_parts("What's the default port and how do I change it?") == [
+        "What's the default port",
+        "how do I change it (default port)?",
+    ]
+    assert [analyse(p).kind for p in split_parts("What is IceDB and how fast is it?")] == [
+        QuestionKind.DEFINITION,
+        QuestionKind.VALUE,
+    ]
+
+
+@pytest.mark.parametrize(
+    "question",
+    [
+        "How do I ingest a folder of markdown documents?",
+        "How do I back up and restore a home?",  # "and" between verbs, not between questions
+        "Which embedding model is used?",
+    ],
+)
+def test_a_single_question_stays_whole(question):
+    assert split_parts(question) == [question]
