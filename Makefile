@@ -45,7 +45,7 @@ bench: install
 	$(BIN)/python bench/bench_ingest.py
 	$(BIN)/python bench/bench_retrieval.py
 	$(BIN)/python bench/bench_latency.py
-	$(BIN)/python bench/calibrate_refusal.py
+	$(BIN)/python bench/fit_quote_decision.py --rerun
 	$(BIN)/python bench/clapnq_answers.py
 	$(BIN)/python bench/bench_load.py
 	# Creates bench/.peers-venv (LangChain, Chroma, LlamaIndex, matplotlib) on first use; writes the PNG charts.

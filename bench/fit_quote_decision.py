@@ -1,0 +1,256 @@
+"""Fit quote mode's answer-or-refuse model on some distributions and judge it on others.
+
+    .venv/bin/python bench/fit_quote_decision.py [--rerun] [--no-write]
+
+1. Runs quote mode on every question set of bench/quote_data.py with the decision switched off (threshold 0: every
+   question the anchor rule lets through is answered), so each question's would-be answer and the signals the
+   decision sees are logged once (bench/data/quote/runs/). `--rerun` forces that; otherwise existing runs are used.
+2. Fits a logistic regression (L2, on standardised signals, Newton's method; numpy only) on the sets whose role is
+   "fit" — Citewise's own docs, the test fixtures' docs, ClapNQ, the Somnia FAQ — each set weighing the same and,
+   inside a set, each class (answerable / unanswerable) weighing the same, so no set's size or class balance
+   decides the model. One sample per part of a question.
+3. Chooses the threshold on the fit sets only: the highest mean over fit sets of balanced accuracy (answered
+   answerable questions right + refused unanswerable), among thresholds that refuse at most 10% of the answerable
+   questions of the docs sets it was fitted on.
+4. Judges it on the held-out sets (role "judge": questions written from the Somnia docs, the same questions after
+   their answering pages were removed, SQuAD-style adversarial questions) it never saw, and reports leave-one-set-out
+   figures for every fit set too (fitted and thresholded without that set).
+
+Writes src/citewise/quote/decision.json (weights on raw signals, intercept, threshold, what it was fitted on, the
+data manifest's digest) and bench/results/quote_decision.json (every figure, per set and distribution).
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+
+import numpy as np
+
+import quote_data
+from _common import ROOT, write_result
+from citewise.quote import FEATURES
+
+DECISION = ROOT / "src" / "citewise" / "quote" / "decision.json"
+CONFIGURATION = ROOT / "docs" / "configuration.md"
+MANIFEST = ROOT / "bench" / "quote_sets.json"
+L2 = 1.0
+DOCS_MAX_REFUSED = 0.10
+
+
+def load(names: list[str]) -> dict[str, list[dict]]:
+    return {n: quote_data._jsonl(quote_data.RUNS / f"{n}.jsonl") for n in names}
+
+
+def samples(rows: list[dict]) -> list[tuple[np.ndarray, int, dict]]:
+    """(features, label, row) per part that reached the decision (a part refused earlier is refused anyway)."""
+    out = []
+    for row in rows:
+        for part in row["parts"]:
+            if part.get("signals") is None or part.get("missing_anchors"):
+                continue
+            x = np.array([part["signals"][name] for name in FEATURES], dtype=float)
+            out.append((x, int(row["answerable"]), row))
+    return out
+
+
+def fit(data: dict[str, list[dict]]) -> tuple[np.ndarray, float]:
+    xs, ys, ws = [], [], []
+    for rows in data.values():
+        items = samples(rows)
+        if not items:
+            continue
+        counts = {label: sum(1 for _, y, _ in items if y == label) for label in (0, 1)}
+        classes = sum(1 for c in counts.values() if c)
+        for x, y, _ in items:
+            xs.append(x)
+            ys.append(y)
+            ws.append(1.0 / (classes * counts[y]))
+    x = np.vstack(xs)
+    y = np.array(ys, dtype=float)
+    w = np.array(ws) / sum(ws) * len(ws)
+    mean, std = x.mean(axis=0), x.std(axis=0)
+    std[std == 0] = 1.0
+    z = np.hstack([np.ones((len(x), 1)), (x - mean) / std])
+    beta = np.zeros(z.shape[1])
+    penalty = np.diag([0.0] + [L2] * (z.shape[1] - 1))
+    for _ in range(100):
+        p = 1 / (1 + np.exp(-np.clip(z @ beta, -60, 60)))
+        gradient = z.T @ (w * (p - y)) + penalty @ beta
+        hessian = (z * (w * p * (1 - p))[:, None]).T @ z + penalty
+        step = np.linalg.solve(hessian, gradient)
+        beta -= step
+        if np.abs(step).max() < 1e-9:
+            break
+    weights = beta[1:] / std
+    intercept = float(beta[0] - (beta[1:] * mean / std).sum())
+    return weights, intercept
+
+
+def probability(part: dict, weights: np.ndarray, intercept: float) -> float:
+    x = np.array([part["signals"][name] for name in FEATURES], dtype=float)
+    return float(1 / (1 + np.exp(-np.clip(x @ weights + intercept, -60, 60))))
+
+
+def outcome(row: dict, weights: np.ndarray, intercept: float, threshold: float) -> str:
+    """The verdict the run would get with this model: a question is answered when any part is."""
+    answered = any(
+        p.get("signals") is not None
+        and not p.get("missing_anchors")
+        and probability(p, weights, intercept) >= threshold
+        for p in row["parts"]
+    )
+    if not row["answerable"]:
+        return "answered" if answered else "refused"
+    if not answered:
+        return "refused"
+    return row["verdict"] if row["verdict"] in ("right", "wrong") else "wrong"
+
+
+def figures(rows: list[dict], weights: np.ndarray, intercept: float, threshold: float) -> dict:
+    verdicts = [(row["answerable"], outcome(row, weights, intercept, threshold)) for row in rows]
+    ans = [v for a, v in verdicts if a]
+    una = [v for a, v in verdicts if not a]
+    out: dict = {"questions": len(rows), "answerable": len(ans), "unanswerable": len(una)}
+    if ans:
+        out["right"] = round(ans.count("right") / len(ans), 4)
+        out["wrong"] = round(ans.count("wrong") / len(ans), 4)
+        out["refused_answerable"] = round(ans.count("refused") / len(ans), 4)
+    if una:
+        out["refused_unanswerable"] = round(una.count("refused") / len(una), 4)
+    if ans and una:  # refusal as a classifier, unanswerable = positive class
+        tp = una.count("refused")
+        fp = ans.count("refused")
+        fn = una.count("answered")
+        precision = tp / (tp + fp) if tp + fp else 0.0
+        recall = tp / (tp + fn) if tp + fn else 0.0
+        out["refusal_f1"] = round(2 * precision * recall / (precision + recall), 4) if precision + recall else 0.0
+        out["refusal_precision"] = round(precision, 4)
+        out["refusal_recall"] = round(recall, 4)
+    return out
+
+
+def balanced(fig: dict) -> float:
+    parts = []
+    if fig.get("answerable"):
+        parts.append(fig["right"] + fig["wrong"])  # answered
+    if fig.get("unanswerable"):
+        parts.append(fig["refused_unanswerable"])
+    return sum(parts) / len(parts)
+
+
+def choose_threshold(data: dict[str, list[dict]], weights: np.ndarray, intercept: float) -> float:
+    best = (-1.0, 0.5)
+    for threshold in np.round(np.arange(0.05, 0.96, 0.01), 2):
+        figs = {name: figures(rows, weights, intercept, threshold) for name, rows in data.items()}
+        docs = [f for name, f in figs.items() if quote_data.SETS[name].distribution == "docs" and f.get("answerable")]
+        if any(f["refused_answerable"] > DOCS_MAX_REFUSED for f in docs):
+            continue
+        score = float(np.mean([balanced(f) for f in figs.values()]))
+        if score > best[0] + 1e-9:
+            best = (score, float(threshold))
+    return best[1]
+
+
+def document(weights: dict[str, float], intercept: float, threshold: float) -> None:
+    """Rewrite the three fitted rows of docs/configuration.md's quote table (a test ties the page to Settings)."""
+    rows = {
+        "weights": (
+            "CITEWISE_QUOTE__WEIGHTS",
+            ", ".join(f"`{name}`: {value}" for name, value in weights.items()),
+            "feature → weight",
+            "Weights of the answer-or-refuse model's signals (each is described in "
+            "[How quote mode decides](answers.md#how-quote-mode-decides)).",
+        ),
+        "intercept": ("CITEWISE_QUOTE__INTERCEPT", f"`{intercept}`", "any number", "The model's intercept."),
+        "threshold": (
+            "CITEWISE_QUOTE__THRESHOLD",
+            f"`{threshold}`",
+            "0–1",
+            "Answer when the model's probability that the evidence answers the question reaches this; lower answers "
+            "more, higher refuses more.",
+        ),
+    }
+    lines = CONFIGURATION.read_text().splitlines()
+    anchor = next(i for i, line in enumerate(lines) if line.startswith("| `passages` | `CITEWISE_QUOTE__PASSAGES`"))
+    lines = [
+        line for line in lines if not any(line.startswith(f"| `{name}` | `{env}`") for name, (env, *_) in rows.items())
+    ]
+    new = [
+        f"| `{name}` | `{env}` | {default} | {allowed} | {text} |"
+        for name, (env, default, allowed, text) in rows.items()
+    ]
+    lines[anchor + 1 : anchor + 1] = new
+    CONFIGURATION.write_text("\n".join(lines) + "\n")
+
+
+def manifest_digest() -> str:
+    return hashlib.sha256(MANIFEST.read_bytes()).hexdigest()[:16] if MANIFEST.exists() else ""
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rerun", action="store_true", help="run quote mode on every set again")
+    parser.add_argument("--no-write", action="store_true", help="report only; leave decision.json as it is")
+    args = parser.parse_args()
+    names = list(quote_data.SETS)
+    if args.rerun or any(not (quote_data.RUNS / f"{n}.jsonl").exists() for n in names):
+        for name in names:
+            quote_data.run(name, decide_all=True)
+    data = load(names)
+    fit_names = [n for n in names if quote_data.SETS[n].role == "fit"]
+    judge_names = [n for n in names if quote_data.SETS[n].role == "judge"]
+
+    weights, intercept = fit({n: data[n] for n in fit_names})
+    threshold = choose_threshold({n: data[n] for n in fit_names}, weights, intercept)
+    report: dict = {
+        "features": list(FEATURES),
+        "weights": dict(zip(FEATURES, map(float, np.round(weights, 4)), strict=True)),
+        "intercept": round(intercept, 4),
+        "threshold": threshold,
+        "fitted_on": fit_names,
+        "judged_on": judge_names,
+        "sets": {},
+        "leave_one_out": {},
+    }
+    for name in names:
+        spec = quote_data.SETS[name]
+        report["sets"][name] = {
+            "role": spec.role,
+            "distribution": spec.distribution,
+            **figures(data[name], weights, intercept, threshold),
+        }
+    for held in fit_names:
+        others = {n: data[n] for n in fit_names if n != held}
+        w, b = fit(others)
+        t = choose_threshold(others, w, b)
+        report["leave_one_out"][held] = {"threshold": t, **figures(data[held], w, b, t)}
+
+    for name, fig in report["sets"].items():
+        print(f"{name:18} {fig['role']:5} {json.dumps({k: v for k, v in fig.items() if k not in ('role',)})}")
+    for name, fig in report["leave_one_out"].items():
+        print(f"LOO {name:14} {json.dumps(fig)}")
+    print("weights", report["weights"], "intercept", report["intercept"], "threshold", threshold)
+    if not args.no_write:
+        DECISION.write_text(
+            json.dumps(
+                {
+                    "weights": report["weights"],
+                    "intercept": report["intercept"],
+                    "threshold": threshold,
+                    "fitted_on": fit_names,
+                    "judged_on": judge_names,
+                    "manifest_sha256": manifest_digest(),
+                    "script": "bench/fit_quote_decision.py",
+                },
+                indent=2,
+            )
+            + "\n"
+        )
+        write_result("quote_decision", report)
+        document(report["weights"], report["intercept"], threshold)
+
+
+if __name__ == "__main__":
+    main()
