@@ -6,6 +6,7 @@ Heavy modules (the index engine, the embedding model) are imported inside the co
 
 from __future__ import annotations
 
+import contextlib
 import json
 import sys
 from collections.abc import Callable
@@ -634,6 +635,7 @@ def serve(
         import uvicorn
 
         from citewise.server import create_app
+        from citewise.server.serving import uvicorn_config
 
         levels = ("debug", "info", "warning", "error")
         if log_level.lower() not in levels:
@@ -655,7 +657,11 @@ def serve(
                 highlight=False,
             )
         out.print(f"Citewise on http://{bind_host}:{bind_port}/  [dim](home {settings.home})[/]", highlight=False)
-        uvicorn.run(create_app(settings), host=bind_host, port=bind_port, log_level=log_level.lower())
+        config = uvicorn_config(
+            create_app(settings), settings, host=bind_host, port=bind_port, log_level=log_level.lower()
+        )
+        with contextlib.suppress(KeyboardInterrupt):  # uvicorn re-raises the Ctrl+C it handled, after shutting down
+            uvicorn.Server(config).run()
         return 0
 
     _run(go)

@@ -16,6 +16,7 @@ from citewise.agent.runner import Citewise
 from citewise.index.knowledge_base import KnowledgeBase
 from citewise.types import ExitReason, Status
 
+
 def openai_settings(home: Path, fake, **overrides):
     return agent_settings(home, llm="openai:gpt-fake", llm_base_url=fake.url, llm_api_key="sk-fake", **overrides)
 

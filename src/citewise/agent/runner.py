@@ -122,8 +122,10 @@ class Citewise:
             raise ValidationError(
                 f"The question is {len(question)} characters long; the limit is {self.limits.max_question_chars}."
             )
+        _check_text("The question", question)
         validate_owner(owner)
         if selected_text is not None:
+            _check_text("selected_text", selected_text)
             if not isinstance(selected_text, str) or not selected_text.strip():
                 raise ValidationError("selected_text cannot be empty.")
             if len(selected_text) > MAX_SELECTED_TEXT_CHARS:
@@ -255,6 +257,15 @@ class Citewise:
         log_question(self.settings, answer, queries, owner=owner)
 
 
+def _check_text(name: str, text: Any) -> None:
+    """Text must be valid Unicode: a lone surrogate (JSON's "\\ud800") can't be encoded, embedded or logged."""
+    if isinstance(text, str):
+        try:
+            text.encode("utf-8")
+        except UnicodeEncodeError as exc:
+            raise ValidationError(f"{name} is not valid text: a lone surrogate at position {exc.start}.") from None
+
+
 def _history_messages(history: Sequence[dict[str, str]]) -> list[AnyMessage]:
     messages: list[AnyMessage] = []
     for i, turn in enumerate(history):
@@ -263,5 +274,6 @@ def _history_messages(history: Sequence[dict[str, str]]) -> list[AnyMessage]:
         content = turn.get("content")
         if not isinstance(content, str):
             raise ValidationError(f"history[{i}].content must be a string")
+        _check_text(f"history[{i}].content", content)
         messages.append(HumanMessage(content=content) if turn["role"] == "user" else AIMessage(content=content))
     return messages

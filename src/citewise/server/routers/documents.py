@@ -100,6 +100,23 @@ def safe_filename(name: str | None) -> str:
     return cleaned[-200:] if len(cleaned) > 200 else cleaned
 
 
+_DISPOSITION_FILENAME = re.compile(r'filename="((?:[^"\\]|\\.)*)"|filename=([^;]+)', re.IGNORECASE)
+
+
+def sent_filename(upload: UploadFile) -> str | None:
+    """The file name as the client sent it when it names a path. The multipart parser keeps only what follows the
+    last backslash of an old browser's full Windows path ('C:\\evil.md' arrives as 'evil.md'), which would hide
+    a path from `safe_filename`; the part's own Content-Disposition header still has it."""
+    disposition = upload.headers.get("content-disposition", "") if upload.headers else ""
+    match = _DISPOSITION_FILENAME.search(disposition)
+    if match is None:
+        return upload.filename
+    raw = match.group(1) if match.group(1) is not None else match.group(2).strip()
+    # Only to refuse a path: for anything else the parser's decoding of the name stands.
+    has_path = PurePosixPath(raw).name != raw or PureWindowsPath(raw).name != raw
+    return raw if has_path else upload.filename
+
+
 def _upload_dir(settings: Settings, owner: str) -> Path:
     root = (settings.home / "uploads").resolve()
     target = (root / owner).resolve()
@@ -131,7 +148,7 @@ async def upload(
     names: list[str] = []
     # Check every file before storing any: a request is accepted or refused as a whole.
     for upload in files:
-        name = safe_filename(upload.filename)
+        name = safe_filename(sent_filename(upload))
         if Path(name).suffix.lower() not in SUPPORTED_SUFFIXES:
             raise HTTPException(
                 status.HTTP_415_UNSUPPORTED_MEDIA_TYPE,
