@@ -155,6 +155,15 @@ class GenerationSettings(BaseModel):
         le=60.0,
         description="First backoff before an LLM retry; doubles each retry, plus up to as much jitter.",
     )
+    max_retry_after_s: float = Field(
+        30.0,
+        ge=0.0,
+        le=600.0,
+        description=(
+            "Longest Retry-After a provider may ask for before a retry; a longer one ends the attempt (the next "
+            "fallback answers) instead of holding the question."
+        ),
+    )
     tool_retries: int = Field(3, ge=0, le=10, description="Retries of a failed tool call.")
     cache: bool = Field(True, description="Cache non-streaming LLM replies (SQLite under CITEWISE_HOME).")
     cache_path: Path | None = Field(

@@ -38,6 +38,7 @@ class Reply:
 
     text: str = ""
     tool_calls: list[dict[str, Any]] = field(default_factory=list)
+    chunk_delay_s: float = 0.0  # streamed: pause between chunks (a slow model)
 
 
 @dataclass
@@ -162,6 +163,9 @@ def _handler_for(fake: FakeOpenAI) -> type[BaseHTTPRequestHandler]:
                 self._json(400, {"error": {"message": "invalid JSON", "type": "invalid_request_error"}})
                 return
             reply = fake.next_reply(body, self.client_address)
+            if isinstance(reply, Fault) and reply.hang_s and reply.status is None and not reply.garbage:
+                time.sleep(reply.hang_s)  # a slow answer, then the normal one
+                reply = fake.responder(body)
             if isinstance(reply, Fault):
                 self._fault(reply, streamed=bool(body.get("stream")))
             elif body.get("stream"):
@@ -207,8 +211,6 @@ def _handler_for(fake: FakeOpenAI) -> type[BaseHTTPRequestHandler]:
                 self.wfile.flush()
                 self.close_connection = True
                 self.connection.shutdown(socket.SHUT_RDWR)
-            else:  # a hang alone: answer normally afterwards
-                self._json(200, _completion({}, Reply(text=PLAN_REPLY)))
 
         def _chunk(self, data: bytes) -> None:
             self.wfile.write(f"{len(data):x}\r\n".encode() + data + b"\r\n")
@@ -221,6 +223,8 @@ def _handler_for(fake: FakeOpenAI) -> type[BaseHTTPRequestHandler]:
             self.end_headers()
             self._chunk(_sse(_chunk_payload({"role": "assistant", "content": ""})))
             for word in re.findall(r"\s*\S+\s*|\s+", reply.text):
+                if reply.chunk_delay_s:
+                    time.sleep(reply.chunk_delay_s)
                 self._chunk(_sse(_chunk_payload({"content": word})))
             for i, call in enumerate(reply.tool_calls):
                 delta = {"tool_calls": [{"index": i, **_tool_call(call, i)}]}

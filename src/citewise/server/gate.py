@@ -12,6 +12,9 @@ in order, with nothing read but the headers:
 4. the body: over the route's limit by its Content-Length → 413 at once; a streamed (chunked) body is counted as it
    arrives and cut off at the limit with 413; a body not complete within `server.body_timeout_s` → 408.
 
+Afterwards, an error that is only the fallout of a client that went away (a stream writing into a closed pipe) is
+logged at debug level: a disconnect is the client's choice, not a server error.
+
 The caller found here is handed to the route through the ASGI scope (`deps.get_caller` reads it).
 """
 
@@ -19,13 +22,16 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import time
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
+import anyio
 from fastapi import HTTPException, status
 from fastapi.routing import APIRoute
 from starlette.datastructures import Headers
+from starlette.requests import ClientDisconnect
 from starlette.routing import Match, Route
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
@@ -33,6 +39,8 @@ from citewise.server.auth import Caller, resolve_caller, retry_after_header
 
 if TYPE_CHECKING:
     from citewise.server.deps import ServerState
+
+log = logging.getLogger(__name__)
 
 CALLER_SCOPE_KEY = "citewise.caller"
 
@@ -63,7 +71,15 @@ class RequestGate:
         if length is not None and length > limit:
             await _reply(send, *_too_large(limit))
             return
-        await self.app(scope, _BodyReader(receive, limit, settings.body_timeout_s), send)
+        reader = _BodyReader(receive, limit, settings.body_timeout_s)
+        try:
+            await self.app(scope, reader, send)
+        except Exception as exc:
+            if not (reader.disconnected and _disconnect_fallout(exc)):
+                raise
+            # A client that stopped reading and then hung up: the stream's writer finds its pipe closed. That is
+            # the client's choice, not a server error (the stream already counted and logged the disconnect).
+            log.debug("%s %s: client gone (%r)", scope.get("method"), scope.get("path"), exc)
 
     def _match(self, scope: Scope) -> tuple[APIRoute | None, int | None, set[str]]:
         """(the API route this request is for, or None; its body limit; the methods the path takes when the method
@@ -96,6 +112,13 @@ class RequestGate:
             return _rate_limited(f"Rate limit of {per_minute} requests per minute exceeded.", wait)
         scope[CALLER_SCOPE_KEY] = caller
         return None
+
+
+def _disconnect_fallout(exc: BaseException) -> bool:
+    """Whether an error is what writing to a client that went away raises (possibly inside a task group)."""
+    if isinstance(exc, BaseExceptionGroup):
+        return all(_disconnect_fallout(e) for e in exc.exceptions)
+    return isinstance(exc, anyio.BrokenResourceError | anyio.ClosedResourceError | ClientDisconnect | ConnectionError)
 
 
 def caller_of(scope: Scope) -> Caller | None:
@@ -160,10 +183,13 @@ class _BodyReader:
         self._deadline: float | None = None
         self._read = 0
         self._done = False
+        self.disconnected = False
 
     async def __call__(self) -> Message:
         if self._done:  # the body is complete: what is left to receive is the disconnect
-            return await self._receive()
+            message = await self._receive()
+            self.disconnected = message["type"] == "http.disconnect"
+            return message
         if self._deadline is None:
             self._deadline = time.monotonic() + self._timeout_s
         try:
@@ -182,4 +208,5 @@ class _BodyReader:
             self._done = not message.get("more_body", False)
         else:
             self._done = True
+            self.disconnected = message["type"] == "http.disconnect"
         return message
