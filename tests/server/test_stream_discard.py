@@ -103,6 +103,6 @@ def test_a_failed_run_leaves_nothing_shown(agent_app, live_server, served_home):
     with FakeOpenAI() as fake:
         fake.script(Fault(hang_s=0.01), *[Fault(truncate=True)] * 3)
         app = agent_app(None, llm="openai:gpt-fake", llm_base_url=fake.url, llm_api_key="sk-fake")
-        shown, answer, names = literal_client(live_server(app).url, {"question": WORKER_QUESTION, "mode": "agent"})
+        shown, answer, _ = literal_client(live_server(app).url, {"question": WORKER_QUESTION, "mode": "agent"})
     assert answer["exit_reason"] == "LLM_ERROR" and answer["status"] == "error"
     check(shown, answer)
