@@ -27,11 +27,12 @@ from fastapi.sse import EventSourceResponse, ServerSentEvent
 from citewise.errors import RateLimited
 from citewise.server.deps import CallerDep, StateDep, agent_session_id, answer_json
 from citewise.server.http_errors import map_error
-from citewise.server.schemas import AgentRequest
+from citewise.server.schemas import GATE_ERRORS, AgentRequest, error_responses
 from citewise.types import Answer, ExitReason, Status, TraceEvent
 
 log = logging.getLogger(__name__)
 router = APIRouter(prefix="/api/agent", tags=["agent"])
+_ERRORS = (*GATE_ERRORS, 400, 502, 503, 504)
 
 # The graph node whose model calls write the answer; tokens from other nodes (the planner) are not answer text.
 ANSWER_NODE = "llm"
@@ -50,7 +51,7 @@ def run_options(body: AgentRequest, owner: str, thread_id: str) -> dict[str, Any
     }
 
 
-@router.post("/run", summary="Ask a question; returns the full Answer")
+@router.post("/run", summary="Ask a question; returns the full Answer", responses=error_responses(*_ERRORS))
 async def run(body: AgentRequest, caller: CallerDep, state: StateDep) -> dict[str, Any]:
     session_id, thread_id = agent_session_id(caller, body.session_id)
     agent = await state.agent()
@@ -83,6 +84,7 @@ async def _prepare_stream(body: AgentRequest, caller: CallerDep, state: StateDep
     "/stream",
     response_class=EventSourceResponse,
     summary="Ask a question; streams trace, token and citation events, then one complete or error event",
+    responses=error_responses(*_ERRORS, streaming=True),
 )
 async def stream(
     run: Annotated[_PreparedRun, Depends(_prepare_stream)], state: StateDep

@@ -22,10 +22,11 @@ from pydantic import BaseModel
 from citewise.ingest.pipeline import SUPPORTED_SUFFIXES, Ingestor, remove_document
 from citewise.server.auth import Caller
 from citewise.server.deps import CallerDep, ServerState, StateDep
+from citewise.server.schemas import GATE_ERRORS, error_responses
 from citewise.settings import Settings
 from citewise.types import PUBLIC_OWNER, Chunk, DocStatus, DocumentRecord, make_doc_id
 
-router = APIRouter(prefix="/api", tags=["documents"])
+router = APIRouter(prefix="/api", tags=["documents"], responses=error_responses(*GATE_ERRORS))
 
 MAX_FILES_PER_UPLOAD = 20
 _UNSAFE_CHARS = re.compile(r"[^A-Za-z0-9._ -]+")
@@ -128,11 +129,7 @@ def _upload_dir(settings: Settings, owner: str) -> Path:
 @router.post(
     "/documents",
     summary="Upload documents and ingest them",
-    responses={
-        400: {"description": "A file name contains a path"},
-        413: {"description": "A file is over server.max_upload_mb"},
-        415: {"description": "Unsupported file type"},
-    },
+    responses=error_responses(400, 415),
 )
 async def upload(
     files: Annotated[list[UploadFile], File(description="One or more documents (.md, .mdx, .html, .pdf, .rst, .txt).")],
@@ -214,7 +211,7 @@ async def list_documents(
 @router.delete(
     "/documents/{doc_id}",
     summary="Delete one of the caller's documents",
-    responses={403: {"description": "A public document"}, 404: {"description": "No such document for this caller"}},
+    responses=error_responses(403, 404),
 )
 async def delete_document(doc_id: uuid.UUID, caller: CallerDep, state: StateDep) -> DeleteResult:
     async with state.write_lock:
@@ -248,7 +245,9 @@ def _fetch_chunk(state: ServerState, chunk_id: str) -> Chunk | None:
     return state.kb.store.fetch([chunk_id]).get(chunk_id)
 
 
-@router.get("/chunks/{chunk_id}", summary="One chunk the caller can see (opening a citation)", responses={404: {}})
+@router.get(
+    "/chunks/{chunk_id}", summary="One chunk the caller can see (opening a citation)", responses=error_responses(404)
+)
 async def get_chunk(chunk_id: uuid.UUID, caller: CallerDep, state: StateDep) -> ChunkOut:
     chunk = await asyncio.to_thread(_fetch_chunk, state, str(chunk_id))
     if chunk is None or not visible_to(chunk.owner, caller):
