@@ -7,7 +7,7 @@ HOME_DIR ?= .citewise
 export HF_HUB_OFFLINE := 1
 export TRANSFORMERS_OFFLINE := 1
 
-.PHONY: install demo test lint format bench clean
+.PHONY: install demo test lint format bench chaos clean
 
 install: $(STAMP)
 
@@ -50,6 +50,11 @@ bench: install
 	$(BIN)/python bench/bench_load.py
 	# Creates bench/.peers-venv (LangChain, Chroma, LlamaIndex, matplotlib) on first use; writes the PNG charts.
 	$(BIN)/python bench/bench_peers.py
+	$(BIN)/python bench/report.py
+
+# Fault and abuse probes against a real server and the CLI (a few minutes); every probe must hold.
+chaos: install
+	$(BIN)/python bench/chaos.py
 	$(BIN)/python bench/report.py
 
 clean:

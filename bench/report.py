@@ -511,6 +511,26 @@ def load_section(r: dict | None) -> list[str]:
     ]
 
 
+def chaos_section(r: dict | None) -> list[str]:
+    if r is None:
+        return ["## Chaos: fault and abuse probes", "", *_missing("chaos.py"), ""]
+    lines = [
+        "## Chaos: fault and abuse probes",
+        "",
+        f"`make chaos` ({r['seconds']:.0f} s): hostile HTTP clients against `citewise serve` on loopback, the CLI's "
+        "agent mode against a misbehaving OpenAI-compatible server, and the write-side probes. "
+        f"**{r['held']} of {r['tried']} held.** A probe holds when every check in it did; the details say what was "
+        "checked.",
+        "",
+        "| Probe | Tried | Held | Seconds | Details |",
+        "|---|---:|---:|---:|---|",
+    ]
+    for p in r["probes"]:
+        detail = str(p.get("detail", "")).replace("|", "\\|")[:160]
+        lines.append(f"| {p['name']} | {p['tried']} | {p['held']} | {p.get('seconds', 0):.1f} | {detail} |")
+    return [*lines, ""]
+
+
 def main() -> None:
     retrievals = {name: _load(f"retrieval_{name}") for name in SET_NAMES}
     ingest, latency = _load("ingest"), _load("latency")
@@ -531,6 +551,7 @@ def main() -> None:
     lines += [*ingest_section(ingest), *latency_section(latency)]
     lines += [*peers_section(peers), *answers_section(answers)]
     lines += [*refusal_calibration_section(_load("refusal_calibration")), *load_section(_load("load"))]
+    lines += chaos_section(_load("chaos"))
     path = ROOT / "BENCHMARKS.md"
     path.write_text("\n".join(lines).rstrip() + "\n")
     print(f"wrote {path}")

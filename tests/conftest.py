@@ -60,3 +60,12 @@ def corpus(tmp_path: Path) -> Path:
     target = tmp_path / "corpus"
     shutil.copytree(CORPUS, target)
     return target
+
+
+@pytest.fixture
+def fake_openai():
+    """A real OpenAI-compatible HTTP/1.1 keep-alive server on loopback (tests/support/fake_openai.py)."""
+    from tests.support.fake_openai import FakeOpenAI
+
+    with FakeOpenAI() as server:
+        yield server

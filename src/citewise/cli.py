@@ -6,6 +6,7 @@ Heavy modules (the index engine, the embedding model) are imported inside the co
 
 from __future__ import annotations
 
+import contextlib
 import json
 import sys
 from collections.abc import Callable
@@ -303,9 +304,8 @@ def ask(
     """
 
     def go() -> int:
-        import asyncio
-
         from citewise.agent.runner import Citewise
+        from citewise.agent.sync import run_sync
 
         cw = Citewise(_settings(home))
         options = dict(
@@ -313,9 +313,9 @@ def ask(
             mode=str(mode) if mode else None, trace=trace,
         )  # fmt: skip
         if (stream or trace) and not as_json:
-            answer, shown = asyncio.run(_stream_run(cw, question, show_tokens=stream, show_trace=trace, **options))
+            answer, shown = run_sync(_stream_run(cw, question, show_tokens=stream, show_trace=trace, **options))
         elif as_json and trace:
-            answer, shown = asyncio.run(_stream_run(cw, question, show_tokens=False, show_trace=False, **options))
+            answer, shown = run_sync(_stream_run(cw, question, show_tokens=False, show_trace=False, **options))
         else:
             answer, shown = cw.ask(question, **options), ""
         if as_json:
@@ -338,12 +338,12 @@ def chat(
     """Talk to the docs: a REPL that streams each answer and lists its sources. Type `exit` (or Ctrl-D) to leave."""
 
     def go() -> int:
-        import asyncio
         import uuid
 
         from langgraph.checkpoint.memory import InMemorySaver
 
         from citewise.agent.runner import Citewise
+        from citewise.agent.sync import run_sync
 
         cw = Citewise(_settings(home), checkpointer=InMemorySaver())
         session = f"cli-{uuid.uuid4().hex[:12]}"
@@ -360,7 +360,8 @@ def chat(
             if not question.strip():
                 continue
             try:
-                answer, shown = asyncio.run(
+                # Every question on the same loop (agent/sync.py): a vendor's HTTP client outlives one question.
+                answer, shown = run_sync(
                     _stream_run(cw, question, show_tokens=True, show_trace=trace, session_id=session, **options)
                 )
             except CitewiseError as exc:  # a bad question must not end the conversation
@@ -634,6 +635,7 @@ def serve(
         import uvicorn
 
         from citewise.server import create_app
+        from citewise.server.serving import uvicorn_config
 
         levels = ("debug", "info", "warning", "error")
         if log_level.lower() not in levels:
@@ -655,7 +657,11 @@ def serve(
                 highlight=False,
             )
         out.print(f"Citewise on http://{bind_host}:{bind_port}/  [dim](home {settings.home})[/]", highlight=False)
-        uvicorn.run(create_app(settings), host=bind_host, port=bind_port, log_level=log_level.lower())
+        config = uvicorn_config(
+            create_app(settings), settings, host=bind_host, port=bind_port, log_level=log_level.lower()
+        )
+        with contextlib.suppress(KeyboardInterrupt):  # uvicorn re-raises the Ctrl+C it handled, after shutting down
+            uvicorn.Server(config).run()
         return 0
 
     _run(go)

@@ -50,19 +50,22 @@ class RetrievalError(CitewiseError):
 
 
 class ProviderError(CitewiseError):
-    def __init__(self, message: str, *, retryable: bool = False) -> None:
+    def __init__(self, message: str, *, retryable: bool = False, retry_after_s: float | None = None) -> None:
         super().__init__(message)
         self.retryable = retryable
+        self.retry_after_s = retry_after_s  # the vendor's Retry-After, when it sent one
 
 
 class RateLimited(ProviderError):
-    def __init__(self, message: str = "The provider is rate limiting requests.") -> None:
-        super().__init__(message, retryable=True)
+    def __init__(
+        self, message: str = "The provider is rate limiting requests.", retry_after_s: float | None = None
+    ) -> None:
+        super().__init__(message, retryable=True, retry_after_s=retry_after_s)
 
 
 class ProviderUnavailable(ProviderError):
-    def __init__(self, message: str = "The provider is unavailable.") -> None:
-        super().__init__(message, retryable=True)
+    def __init__(self, message: str = "The provider is unavailable.", retry_after_s: float | None = None) -> None:
+        super().__init__(message, retryable=True, retry_after_s=retry_after_s)
 
 
 class ProviderTimeout(ProviderError):

@@ -9,6 +9,7 @@ code that needs them, never read from a global.
 from __future__ import annotations
 
 import hashlib
+import ipaddress
 import json
 import os
 from pathlib import Path
@@ -23,7 +24,7 @@ from pydantic_settings import (
     TomlConfigSettingsSource,
 )
 
-from citewise.types import AnswerStyle, RetrievalMode
+from citewise.types import OWNER_RE, AnswerStyle, RetrievalMode
 
 DEFAULT_EMBEDDINGS = "local:all-MiniLM-L6-v2"
 DEFAULT_LLM = "extractive"
@@ -153,6 +154,15 @@ class GenerationSettings(BaseModel):
         le=60.0,
         description="First backoff before an LLM retry; doubles each retry, plus up to as much jitter.",
     )
+    max_retry_after_s: float = Field(
+        30.0,
+        ge=0.0,
+        le=600.0,
+        description=(
+            "Longest Retry-After a provider may ask for before a retry; a longer one ends the attempt (the next "
+            "fallback answers) instead of holding the question."
+        ),
+    )
     tool_retries: int = Field(3, ge=0, le=10, description="Retries of a failed tool call.")
     cache: bool = Field(True, description="Cache non-streaming LLM replies (SQLite under CITEWISE_HOME).")
     cache_path: Path | None = Field(
@@ -209,6 +219,40 @@ class ServerSettings(BaseModel):
         True, description="Log questions and outcomes under CITEWISE_HOME (for `citewise gaps`)."
     )
     cors_origins: tuple[str, ...] = Field((), description="Origins allowed to call the API from a browser.")
+    max_body_mb: float = Field(
+        1.0, gt=0, description="Largest request body of the JSON endpoints (larger: 413, before it is read)."
+    )
+    auth_failures_per_minute: int = Field(
+        10, ge=0, description="Failed API key checks per minute per client address before 429 (0: unlimited)."
+    )
+    trusted_proxies: tuple[str, ...] = Field(
+        (),
+        description=(
+            "Addresses or networks (CIDR) of reverse proxies whose X-Forwarded-For names the client; from anyone "
+            "else the header is ignored."
+        ),
+    )
+    header_timeout_s: float = Field(
+        10.0, gt=0, description="Seconds a client has to send a request's headers before the connection is closed."
+    )
+    body_timeout_s: float = Field(
+        60.0, gt=0, description="Seconds a client has to send a whole request body (408 after that)."
+    )
+    keep_alive_s: int = Field(5, ge=1, description="Seconds an idle keep-alive connection stays open.")
+
+    @field_validator("trusted_proxies")
+    @classmethod
+    def _addresses(cls, v: tuple[str, ...]) -> tuple[str, ...]:
+        for entry in v:
+            try:
+                ipaddress.ip_network(entry.strip(), strict=False)
+            except ValueError:
+                raise ValueError(f"{entry!r} is not an IP address or network (e.g. 10.0.0.5 or 10.0.0.0/24)") from None
+        return tuple(entry.strip() for entry in v)
+
+    max_connections: int = Field(
+        200, ge=1, description="Open connections and requests in progress before new requests get 503."
+    )
 
 
 class Settings(BaseSettings):
@@ -269,6 +313,19 @@ class Settings(BaseSettings):
     database_url: SecretStr | None = Field(
         None, description="PostgreSQL URL for conversation sessions (default: SQLite under CITEWISE_HOME)."
     )
+
+    @field_validator("api_keys")
+    @classmethod
+    def _key_owners(cls, v: dict[str, str]) -> dict[str, str]:
+        # Checked here, at start-up: an owner id the API would refuse made every request with that key a 422.
+        for key, owner in v.items():
+            if not key.strip():
+                raise ValueError("an API key cannot be empty")
+            if not isinstance(owner, str) or not OWNER_RE.match(owner) or not owner.strip("."):
+                raise ValueError(
+                    f"invalid owner id {owner!r} for a key: use 1-128 letters, digits or the characters _ . @ -"
+                )
+        return v
 
     @field_validator("embeddings")
     @classmethod

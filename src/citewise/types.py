@@ -10,6 +10,7 @@ re-ingesting the same tree yields the same ids and a citation key never silently
 
 from __future__ import annotations
 
+import re
 import uuid
 from enum import StrEnum
 from typing import Any
@@ -20,6 +21,8 @@ from pydantic import BaseModel, ConfigDict, Field
 CITEWISE_NAMESPACE = uuid.UUID("6f1c2b1e-5d0a-4c1e-9a57-0c17e5e0a7d1")
 
 PUBLIC_OWNER = "public"
+# Owner ids: what an API key maps to, an ingest's --owner, a folder name under uploads/ (hence no dots-only id).
+OWNER_RE = re.compile(r"^[A-Za-z0-9_.@-]{1,128}$")
 
 
 def make_doc_id(source: str) -> str:

@@ -199,3 +199,21 @@ def test_tool_call_after_the_budget_is_spent_is_ignored(make_agent):
     assert answer.status == Status.SUCCESS
     assert not any(e.type == "tool_result" and e.data.get("query") == "one more, please" for e in answer.trace)
     assert model.remaining == 0
+
+
+@pytest.mark.parametrize(
+    ("after_budget", "max_turns"),
+    [(["", ""], 10), ([call("search_docs", query="more"), ""], 10), ([""], 5)],
+    ids=["two-empty-replies", "tool-call-then-empty", "turns-run-out"],
+)
+def test_max_tool_calls_reached_answers_with_what_was_found(make_agent, after_budget, max_turns):
+    """The contract of MAX_TOOL_CALLS_REACHED: success or refused, with what the lookups found — also when the model
+    then fails to write the answer (it ended with status error, or with "here is what I found" and nothing)."""
+    searches = [call("search_docs", query=f"worker pool threads {i}") for i in range(4)]
+    model = scripted(*searches, *after_budget)
+    answer = make_agent(model, agent={"max_turns": max_turns}).ask(WORKER_QUESTION)
+    assert answer.exit_reason == ExitReason.MAX_TOOL_CALLS_REACHED and _exits(answer) == ["MAX_TOOL_CALLS_REACHED"]
+    assert answer.status in (Status.SUCCESS, Status.REFUSED)
+    assert answer.status == Status.REFUSED or (answer.citations and cited_ids_are_sources(answer))
+    assert "worker_threads" in answer.answer  # verbatim from the passages the lookups found
+    assert any(e.type == "forced_synthesis" for e in answer.trace)

@@ -144,12 +144,13 @@ def test_classify_error(exc, expected, retryable):
 
 
 def test_missing_vendor_extra_says_what_to_install(tmp_path):
-    settings = Settings(home=tmp_path, llm="openai:gpt-4o-mini")
+    # langchain-anthropic is not installed in the dev environment (langchain-openai is: tests/support/fake_openai.py).
+    settings = Settings(home=tmp_path, llm="anthropic:claude-test")
     with pytest.raises(MissingExtraError) as info:
-        create_chat_model(settings, "openai:gpt-4o-mini")
+        create_chat_model(settings, "anthropic:claude-test")
     message = str(info.value)
-    assert "pip install 'citewise[openai]'" in message and "langchain-openai" in message
-    assert info.value.extra == "openai"
+    assert "pip install 'citewise[anthropic]'" in message and "langchain-anthropic" in message
+    assert info.value.extra == "anthropic"
     with pytest.raises(MissingExtraError, match=r"citewise\[google\]"):
         LLMClient(settings.model_copy(update={"llm": "google_genai:gemini-2.0-flash"}))
 

@@ -19,6 +19,7 @@ from tests.conftest import CORPUS
 from citewise.index.knowledge_base import KnowledgeBase
 from citewise.ingest.pipeline import Ingestor
 from citewise.server import create_app
+from citewise.server.serving import uvicorn_config
 from citewise.settings import ServerSettings, Settings
 from citewise.types import PUBLIC_OWNER
 
@@ -76,7 +77,10 @@ class LiveServer:
             sock.bind(("127.0.0.1", 0))
             self.port = sock.getsockname()[1]
         self.url = f"http://127.0.0.1:{self.port}"
-        self.server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=self.port, log_level="warning"))
+        # As `citewise serve` runs it: header timeout, keep-alive, connection limit, no proxy headers.
+        settings = app.state.citewise.settings
+        config = uvicorn_config(app, settings, host="127.0.0.1", port=self.port, log_level="warning")
+        self.server = uvicorn.Server(config)
         self.thread = threading.Thread(target=self.server.run, name="uvicorn-test", daemon=True)
 
     def start(self) -> LiveServer:

@@ -43,7 +43,17 @@ def test_run_request_errors_are_422(agent_app, started):
         assert response.status_code == 422, (body, response.status_code, response.text)
         assert response.json()["detail"]
     over = client.post("/api/agent/run", json={"question": "x" * 1_001}).json()
-    assert over == {"detail": "The question is 1001 characters long; the limit is 1000.", "type": "validation_error"}
+    # The OpenAPI schema's 422 shape (a list of {loc, msg, type}), whoever found the problem.
+    assert over == {
+        "detail": [
+            {
+                "loc": ["body"],
+                "msg": "The question is 1001 characters long; the limit is 1000.",
+                "type": "validation_error",
+            }
+        ],
+        "type": "validation_error",
+    }
 
 
 def test_empty_question_on_run_is_an_answer_not_an_error(agent_app, started):

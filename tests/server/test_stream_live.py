@@ -35,7 +35,7 @@ def check_framing(events: list[ServerSentEvent]) -> dict[str, Any]:
     """Every event named and JSON; exactly one terminal event, and it is the last; returns its data."""
     assert events
     for event in events:
-        assert event.event in {"trace", "token", "citation", "complete", "error"}, event.event
+        assert event.event in {"trace", "token", "discard", "citation", "complete", "error"}, event.event
         json.loads(event.data)
     terminal = [e for e in events if e.event in TERMINAL]
     assert len(terminal) == 1 and events[-1] is terminal[0]

@@ -346,6 +346,8 @@ class AgentNodes:
         trace = list(state.get("trace") or [])
         turns = state.get("turns", 0) + 1
         if turns > self.limits.max_turns:
+            if self._budget_spent(state):
+                return self._synthesize_found(state, trace, why="max_turns")
             return self.finish(state, ExitReason.MAX_TURNS_REACHED, node="llm", trace=trace)
 
         client = self._llm_client()
@@ -438,6 +440,8 @@ class AgentNodes:
                     "exit_reason": state.get("exit_reason") or ExitReason.LLM_GENERATION_FAILURE,
                 }
             trace.append(_event("generation_failure", "llm", action="give_up"))
+            if self._budget_spent(state):
+                return {**base, **self._synthesize_found(state, trace, why="no_answer")}
             state = {**state, "exit_reason": state.get("exit_reason") or ExitReason.LLM_GENERATION_FAILURE}
             return self.finish(
                 state,  # type: ignore[arg-type]
@@ -638,6 +642,9 @@ class AgentNodes:
         # removed before it is judged too: it is not a claim.
         draft = strip_rag_metadata(state.get("draft") or "")
         trace = list(state.get("trace") or [])
+        if state.get("synthesized"):  # verbatim sentences of the sources: grounded by construction, nothing to repair
+            trace.append(_event("validation", "validate", ok=True, synthesized=True, errors=[]))
+            return {"trace": trace}
         if is_refusal(draft) and not _MARKER_RE.search(draft):
             trace.append(_event("validation", "validate", ok=True, refusal=True, errors=[]))
             return {"trace": trace}
@@ -674,6 +681,19 @@ class AgentNodes:
             ]
             return {"trace": trace, "scratch": scratch, "reprompts": reprompts + 1, "draft": None}
         return self._forced_synthesis(state, errors, trace)
+
+    @staticmethod
+    def _budget_spent(state: AgentState) -> bool:
+        return state.get("exit_reason") == ExitReason.MAX_TOOL_CALLS_REACHED
+
+    def _synthesize_found(self, state: AgentState, trace: list[dict[str, Any]], *, why: str) -> dict[str, Any]:
+        """The lookup budget is spent and the model did not write the answer (empty replies, or the turns ran out):
+        MAX_TOOL_CALLS_REACHED promises an answer from what was found, so compose it from the gathered passages —
+        verbatim and cited, or the refusal — as the forced synthesis does after failed validations."""
+        result = self._compose_quotes(state)
+        text = _refusal_text(state.get("constraints") or {}) if result.refused else result.text
+        trace = [*trace, _event("forced_synthesis", "llm", used=list(result.used), refused=result.refused, why=why)]
+        return {"trace": trace, "draft": text, "synthesized": True}
 
     def _forced_synthesis(self, state: AgentState, errors: list[str], trace: list[dict[str, Any]]) -> dict[str, Any]:
         """The model could not produce an answer that passes validation: answer with verbatim sentences from what

@@ -11,7 +11,6 @@ producing an Answer.
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import threading
 import time
@@ -26,6 +25,8 @@ from langgraph.checkpoint.base import BaseCheckpointSaver
 from citewise.agent.graph import GRAPH_NAME, build_graph
 from citewise.agent.limits import Limits
 from citewise.agent.nodes import QUOTE_MODE, AgentNodes
+from citewise.agent.state import with_session_types
+from citewise.agent.sync import run_sync
 from citewise.errors import ConfigError, ValidationError
 from citewise.index.knowledge_base import KnowledgeBase
 from citewise.index.retriever import MAX_SELECTED_TEXT_CHARS, Retriever
@@ -72,7 +73,8 @@ class Citewise:
         saver = self.checkpointer
         cached = self._graphs.get(id(saver))
         if cached is None or cached[0] is not saver:
-            cached = self._graphs[id(saver)] = (saver, build_graph(self.nodes, checkpointer=saver))
+            graph = build_graph(self.nodes, checkpointer=with_session_types(saver) if saver is not None else None)
+            cached = self._graphs[id(saver)] = (saver, graph)
         return cached[1]
 
     # -- the model ---------------------------------------------------------------------------------------------------
@@ -120,8 +122,10 @@ class Citewise:
             raise ValidationError(
                 f"The question is {len(question)} characters long; the limit is {self.limits.max_question_chars}."
             )
+        _check_text("The question", question)
         validate_owner(owner)
         if selected_text is not None:
+            _check_text("selected_text", selected_text)
             if not isinstance(selected_text, str) or not selected_text.strip():
                 raise ValidationError("selected_text cannot be empty.")
             if len(selected_text) > MAX_SELECTED_TEXT_CHARS:
@@ -216,7 +220,8 @@ class Citewise:
             owner=owner, selected_text=selected_text, history=history, style=style, mode=mode,
             session_id=session_id, trace=trace,
         )  # fmt: skip
-        return _run_sync(self.aask(question, **options))
+        # One long-lived loop for every sync call (agent/sync.py): vendor HTTP clients outlive a single call.
+        return run_sync(self.aask(question, **options))
 
     async def astream_events(self, question: str, **options: Any) -> AsyncIterator[dict[str, Any]]:
         """The run as LangGraph v2 events: `on_chat_model_stream` tokens (provisional: the answer that counts is the
@@ -255,6 +260,15 @@ class Citewise:
         log_question(self.settings, answer, queries, owner=owner)
 
 
+def _check_text(name: str, text: Any) -> None:
+    """Text must be valid Unicode: a lone surrogate (JSON's "\\ud800") can't be encoded, embedded or logged."""
+    if isinstance(text, str):
+        try:
+            text.encode("utf-8")
+        except UnicodeEncodeError as exc:
+            raise ValidationError(f"{name} is not valid text: a lone surrogate at position {exc.start}.") from None
+
+
 def _history_messages(history: Sequence[dict[str, str]]) -> list[AnyMessage]:
     messages: list[AnyMessage] = []
     for i, turn in enumerate(history):
@@ -263,30 +277,6 @@ def _history_messages(history: Sequence[dict[str, str]]) -> list[AnyMessage]:
         content = turn.get("content")
         if not isinstance(content, str):
             raise ValidationError(f"history[{i}].content must be a string")
+        _check_text(f"history[{i}].content", content)
         messages.append(HumanMessage(content=content) if turn["role"] == "user" else AIMessage(content=content))
     return messages
-
-
-def _run_sync(coro: Any) -> Any:
-    """Run a coroutine to completion from sync code, also when this thread already runs an event loop."""
-    try:
-        asyncio.get_running_loop()
-        in_loop = True
-    except RuntimeError:
-        in_loop = False
-    if not in_loop:  # outside the except block, so errors of the run don't carry "no running event loop" along
-        return asyncio.run(coro)
-    result: dict[str, Any] = {}
-
-    def target() -> None:
-        try:
-            result["value"] = asyncio.run(coro)
-        except BaseException as exc:  # re-raised in the caller's thread
-            result["error"] = exc
-
-    thread = threading.Thread(target=target, name="citewise-ask")
-    thread.start()
-    thread.join()
-    if "error" in result:
-        raise result["error"]
-    return result["value"]

@@ -7,9 +7,13 @@ the model's working transcript (`scratch`: tool calls and their results), counte
 
 from __future__ import annotations
 
+import copy
 from typing import Annotated, Any, TypedDict
 
 from langchain_core.messages import AnyMessage
+from langgraph.checkpoint.base import BaseCheckpointSaver
+from langgraph.checkpoint.serde.base import maybe_add_typed_methods
+from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 from langgraph.graph.message import add_messages
 
 from citewise.types import Answer, ExitReason, ScoredChunk
@@ -58,3 +62,40 @@ class AgentState(TypedDict, total=False):
     exit_reason: ExitReason | None
     trace: list[dict[str, Any]]  # TraceEvent.model_dump() of every step, in order
     answer: Answer | None
+
+
+def _session_types() -> tuple[tuple[str, str], ...]:
+    """Every model and enum of citewise.types, as (module, name): what a checkpoint of this state may hold."""
+    import inspect
+    from enum import Enum
+
+    from pydantic import BaseModel
+
+    from citewise import types
+
+    return tuple(
+        sorted(
+            (cls.__module__, cls.__name__)
+            for _, cls in inspect.getmembers(types, inspect.isclass)
+            if cls.__module__ == types.__name__ and issubclass(cls, BaseModel | Enum)
+        )
+    )
+
+
+SESSION_TYPES = _session_types()
+
+
+def with_session_types(saver: BaseCheckpointSaver) -> BaseCheckpointSaver:
+    """The checkpointer with Citewise's types on LangGraph's msgpack allow-list, so resuming a session loads them
+    as registered types: no "Deserializing unregistered type" warning today, and still loadable when LangGraph
+    blocks unregistered types. A saver on LangGraph's permissive default (every type, with a warning) gets a
+    serializer with an explicit allow-list instead (its graph adds the state schema's types when it compiles);
+    one that already has an allow-list gets ours added; any other serializer is left as it is."""
+    serde = getattr(saver, "serde", None)
+    if isinstance(serde, JsonPlusSerializer) and getattr(serde, "_allowed_msgpack_modules", None) is True:
+        clone = copy.copy(saver)
+        clone.serde = maybe_add_typed_methods(
+            JsonPlusSerializer(pickle_fallback=serde.pickle_fallback, allowed_msgpack_modules=SESSION_TYPES)
+        )
+        return clone
+    return saver.with_allowlist(SESSION_TYPES)

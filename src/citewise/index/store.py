@@ -6,7 +6,6 @@ Callers (the ingest pipeline, the retriever, eval) only see `VectorStore`; Lance
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Protocol
@@ -15,9 +14,7 @@ import numpy as np
 
 from citewise.errors import ValidationError
 from citewise.text import identifier_tokens
-from citewise.types import PUBLIC_OWNER, Chunk
-
-OWNER_RE = re.compile(r"^[A-Za-z0-9_.@-]{1,128}$")
+from citewise.types import OWNER_RE, PUBLIC_OWNER, Chunk
 
 # Metadata a caller may filter on. A fixed list, because field names are spliced into the filter expression.
 FILTERABLE_FIELDS = frozenset({"doc_id", "filename", "module", "chapter", "title", "source_url", "page"})

@@ -13,7 +13,9 @@ Which model answered is recorded in `LLMClient.last_model` and in the reply's `r
 from __future__ import annotations
 
 import asyncio
+import email.utils
 import logging
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -21,6 +23,8 @@ from typing import TYPE_CHECKING, Any
 from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import AIMessage, BaseMessage
 from langchain_core.runnables import Runnable, RunnableConfig, RunnableLambda
+from langchain_core.runnables.retry import RunnableRetry
+from tenacity import RetryCallState, wait_none
 
 from citewise.errors import (
     CitewiseError,
@@ -48,6 +52,13 @@ PROVIDERS: dict[str, tuple[str, str]] = {
     "ollama": ("ollama", "langchain-ollama"),
 }
 _ALIASES = {"google": "google_genai", "gemini": "google_genai"}
+# Where each vendor's SDK looks for its key when none is given (fallbacks never get settings.llm_api_key).
+KEY_VARIABLES: dict[str, str] = {
+    "openai": "OPENAI_API_KEY",
+    "google_genai": "GOOGLE_API_KEY",
+    "groq": "GROQ_API_KEY",
+    "anthropic": "ANTHROPIC_API_KEY",
+}
 
 # The errors worth trying the next model for (the vendor is busy or down, not our request being wrong).
 FALLBACK_ERRORS: tuple[type[ProviderError], ...] = (RateLimited, ProviderUnavailable, ProviderTimeout)
@@ -96,6 +107,15 @@ def create_chat_model(settings: Settings, spec: str) -> BaseChatModel:
     except ValueError as exc:  # unsupported provider name
         supported = ", ".join(PROVIDERS)
         raise ConfigError(f"Unknown LLM provider in {spec!r}. Supported: {supported}.") from exc
+    except Exception as exc:
+        # The SDK refused to build its client — in practice a missing key (openai raises a bare OpenAIError from
+        # deep inside). Say which setting or variable to set, not the SDK's traceback.
+        variable = KEY_VARIABLES.get(provider)
+        where = "CITEWISE_LLM_API_KEY" if spec == settings.llm else None
+        hint = " or ".join(v for v in (where, variable) if v) or "the provider's credentials"
+        raise ConfigError(
+            f"The {provider!r} answerer ({spec}) cannot be created: {type(exc).__name__}: {str(exc)[:300]} Set {hint}."
+        ) from exc
     if cache is not None:
         chat_model.cache = cache
     return chat_model
@@ -153,6 +173,27 @@ def _status_code(exc: BaseException) -> int | None:
     return None
 
 
+def retry_after(exc: BaseException) -> float | None:
+    """Seconds the vendor asked us to wait (`retry-after-ms`, `retry-after` in seconds or as an HTTP date), from the
+    HTTP response the SDK's exception carries; None when it sent none."""
+    headers = getattr(getattr(exc, "response", None), "headers", None)
+    if headers is None:
+        return None
+    try:
+        if (ms := headers.get("retry-after-ms")) is not None:
+            return max(0.0, float(ms) / 1000)
+        value = headers.get("retry-after")
+        if value is None:
+            return None
+        try:
+            return max(0.0, float(value))
+        except ValueError:
+            when = email.utils.parsedate_to_datetime(value)
+            return max(0.0, when.timestamp() - time.time())
+    except (TypeError, ValueError, OverflowError):
+        return None
+
+
 def classify_error(exc: BaseException) -> ProviderError:
     """Map any vendor/transport exception to RateLimited, ProviderTimeout, ProviderUnavailable or a plain,
     non-retryable ProviderError. Works on status codes and exception names/messages, so no vendor package is needed.
@@ -165,12 +206,13 @@ def classify_error(exc: BaseException) -> ProviderError:
     haystack = f"{name} {detail}".lower()
     status = _status_code(exc)
 
+    wait = retry_after(exc)
     if status == 429:
-        return RateLimited(message)
+        return RateLimited(message, retry_after_s=wait)
     if status in (408, 504) or isinstance(exc, TimeoutError | asyncio.TimeoutError):
         return ProviderTimeout(message)
     if status is not None and status >= 500:
-        return ProviderUnavailable(message)
+        return ProviderUnavailable(message, retry_after_s=wait)
     if status is not None and 400 <= status < 500:
         return ProviderError(message, retryable=False)
     if any(word in haystack for word in _RATE_WORDS):
@@ -264,13 +306,15 @@ class LLMClient:
             reply.response_metadata = {**reply.response_metadata, "model_spec": spec}
             return reply
 
-        retries = self.settings.generation.llm_retries
-        wait = self.settings.generation.llm_retry_wait_s
-        return RunnableLambda(call, name=f"llm:{spec}").with_retry(
-            retry_if_exception_type=_retryable,
+        gen = self.settings.generation
+        wait = gen.llm_retry_wait_s
+        return _ProviderRetry(
+            bound=RunnableLambda(call, name=f"llm:{spec}"),
+            retry_exception_types=_retryable,
             wait_exponential_jitter=wait > 0,
             exponential_jitter_params={"initial": wait, "max": _MAX_BACKOFF_S, "jitter": wait},
-            stop_after_attempt=retries + 1,
+            max_attempt_number=gen.llm_retries + 1,
+            max_retry_after_s=gen.max_retry_after_s,
         )
 
     def runnable(
@@ -316,6 +360,36 @@ class LLMClient:
         if outcome.model != self.name:
             log.info("LLM fallback: %s answered instead of %s", outcome.model, self.name)
         return reply
+
+
+class _ProviderRetry(RunnableRetry):
+    """The library's retry (LangChain's RunnableRetry on tenacity), with the vendor's Retry-After honoured: the wait
+    before a retry is the longer of the backoff and what the vendor asked for. A Retry-After beyond
+    `max_retry_after_s` is not waited for: the error goes on to the fallbacks (or the caller) at once."""
+
+    max_retry_after_s: float = 30.0
+
+    @property
+    def _kwargs_retrying(self) -> dict[str, Any]:
+        kwargs = super()._kwargs_retrying
+        backoff = kwargs.get("wait") or wait_none()
+        bound = self.max_retry_after_s
+
+        def wait(state: RetryCallState) -> float:
+            asked = _asked_wait(state)
+            return max(backoff(state), asked or 0.0)
+
+        def retry(state: RetryCallState) -> bool:
+            exc = state.outcome.exception() if state.outcome else None
+            asked = getattr(exc, "retry_after_s", None)
+            return isinstance(exc, BaseException) and _retryable(exc) and (asked is None or asked <= bound)
+
+        return {**kwargs, "wait": wait, "retry": retry}
+
+
+def _asked_wait(state: RetryCallState) -> float | None:
+    exc = state.outcome.exception() if state.outcome else None
+    return getattr(exc, "retry_after_s", None)
 
 
 @dataclass

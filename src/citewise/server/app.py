@@ -20,15 +20,20 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from fastapi import FastAPI, Request
+from fastapi.encoders import jsonable_encoder
+from fastapi.exceptions import RequestValidationError
 from fastapi.middleware.cors import CORSMiddleware
 from fastapi.responses import JSONResponse
+from fastapi.routing import APIRoute
 from fastapi.staticfiles import StaticFiles
+from uvicorn.middleware.proxy_headers import ProxyHeadersMiddleware
 
 from citewise import __version__
 from citewise.errors import CitewiseError
 from citewise.index.knowledge_base import KnowledgeBase
 from citewise.server.auth import RateLimiter
 from citewise.server.deps import ServerState
+from citewise.server.gate import RequestGate
 from citewise.server.http_errors import map_error
 from citewise.server.metrics import Metrics, MetricsMiddleware
 from citewise.server.routers import agent, chat, documents, health
@@ -59,6 +64,7 @@ def create_app(
         kb=kb,
         metrics=Metrics(),
         limiter=RateLimiter(settings.server.rate_limit_per_minute),
+        auth_failures=RateLimiter(settings.server.auth_failures_per_minute),
         citewise=citewise,
     )
 
@@ -90,8 +96,16 @@ def create_app(
     app.include_router(agent.router)
     app.include_router(documents.router, max_body_size=documents.request_body_limit(settings))
     app.add_exception_handler(CitewiseError, _citewise_error)
+    app.add_exception_handler(RequestValidationError, _invalid_request)
     app.add_exception_handler(Exception, _unexpected_error)
 
+    # Middleware added first runs innermost: the gate (auth, limits, before any body is read) sees the client
+    # address the proxy middleware resolved and is skipped by CORS preflights.
+    json_limit = int(settings.server.max_body_mb * 1024 * 1024)
+    upload_limit = documents.request_body_limit(settings)
+    routes = [(r, json_limit) for router in (health.router, chat.router, agent.router) for r in router.routes]
+    routes += [(r, upload_limit) for r in documents.router.routes]
+    app.add_middleware(RequestGate, state=state, routes=[(r, limit) for r, limit in routes if isinstance(r, APIRoute)])
     if settings.server.cors_origins:
         app.add_middleware(
             CORSMiddleware,
@@ -100,6 +114,10 @@ def create_app(
             allow_headers=["Authorization", "X-API-Key", "Content-Type"],
         )
     app.add_middleware(MetricsMiddleware, metrics=state.metrics)
+    if settings.server.trusted_proxies:
+        # X-Forwarded-For names the client only when the connection comes from a configured proxy; `citewise serve`
+        # turns uvicorn's own handling off (it trusts 127.0.0.1 by default), so nobody else can pick an address.
+        app.add_middleware(ProxyHeadersMiddleware, trusted_hosts=list(settings.server.trusted_proxies))
 
     # Last, so every API route wins over a file of the same name; a missing folder (no web page built yet) is
     # not an error, the API works without it.
@@ -116,7 +134,26 @@ async def _citewise_error(request: Request, exc: Exception) -> JSONResponse:
     if code >= 500:
         log.error("%s %s failed: %s: %s", request.method, request.url.path, type(exc).__name__, exc, exc_info=exc)
     headers = {"Retry-After": "30"} if code == 429 else None
-    return JSONResponse({"detail": detail, "type": kind}, status_code=code, headers=headers)
+    # A 422 has one shape, whoever found the problem: FastAPI's list of {loc, msg, type} (the OpenAPI schema's).
+    body = [{"loc": ["body"], "msg": detail, "type": kind}] if code == 422 else detail
+    return JSONResponse(_printable({"detail": body, "type": kind}), status_code=code, headers=headers)
+
+
+async def _invalid_request(request: Request, exc: Exception) -> JSONResponse:
+    assert isinstance(exc, RequestValidationError)
+    return JSONResponse(_printable({"detail": jsonable_encoder(exc.errors())}), status_code=422)
+
+
+def _printable(value: object) -> object:
+    """The value with every string encodable as UTF-8. An error may echo what the client sent, and a lone surrogate
+    ("\\ud800" in JSON) can't be encoded: the error response itself failed with a 500."""
+    if isinstance(value, str):
+        return value.encode("utf-8", "backslashreplace").decode("utf-8")
+    if isinstance(value, dict):
+        return {_printable(k): _printable(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_printable(v) for v in value]
+    return value
 
 
 async def _unexpected_error(request: Request, exc: Exception) -> JSONResponse:

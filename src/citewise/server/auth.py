@@ -1,5 +1,8 @@
 """Who is calling, and how often: API keys → owners, and a per-key rate limit.
 
+These run in the request gate (gate.py), before the request's body is read: a caller without a valid key costs
+the server a header parse, never a body.
+
 With `CITEWISE_API_KEYS` set (JSON object, key → owner) every API request must carry a key, as
 `Authorization: Bearer <key>` or `X-API-Key: <key>`, and acts as that key's owner: it sees and retrieves its own
 documents plus public ones. Without keys the server is a single-user local tool: every request acts as the
@@ -13,9 +16,10 @@ import hmac
 import math
 import threading
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass
 
-from fastapi import HTTPException, Request, status
+from fastapi import HTTPException, status
 
 from citewise.types import PUBLIC_OWNER
 
@@ -30,19 +34,19 @@ class Caller:
         return self.key_id is not None
 
 
-def presented_key(request: Request) -> str | None:
-    header = request.headers.get("authorization", "")
+def presented_key(headers: Mapping[str, str]) -> str | None:
+    header = headers.get("authorization", "")
     scheme, _, value = header.partition(" ")
     if scheme.lower() == "bearer" and value.strip():
         return value.strip()
-    return request.headers.get("x-api-key") or None
+    return headers.get("x-api-key") or None
 
 
-def resolve_caller(request: Request, api_keys: dict[str, str]) -> Caller:
+def resolve_caller(headers: Mapping[str, str], api_keys: dict[str, str]) -> Caller:
     """The caller's owner; 401 when keys are configured and none (or an unknown one) was presented."""
     if not api_keys:
         return Caller(owner=PUBLIC_OWNER, key_id=None)
-    key = presented_key(request)
+    key = presented_key(headers)
     if key is None:
         raise HTTPException(
             status.HTTP_401_UNAUTHORIZED,

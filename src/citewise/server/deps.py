@@ -13,10 +13,11 @@ import uuid
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Annotated, Any
 
-from fastapi import Depends, HTTPException, Request, status
+from fastapi import Depends, Request
 
 from citewise.index.knowledge_base import KnowledgeBase
-from citewise.server.auth import Caller, RateLimiter, resolve_caller, retry_after_header
+from citewise.server.auth import Caller, RateLimiter
+from citewise.server.gate import caller_of
 from citewise.server.metrics import Metrics
 from citewise.settings import Settings
 
@@ -34,6 +35,7 @@ class ServerState:
     kb: KnowledgeBase
     metrics: Metrics
     limiter: RateLimiter
+    auth_failures: RateLimiter  # failed key checks, per client address
     citewise: Citewise | None = None
     checkpointer: BaseCheckpointSaver | None = None
     model_ready: dict[str, Any] | None = None  # /ready's answerer check, done once (configuration is fixed)
@@ -67,18 +69,12 @@ async def get_state(request: Request) -> ServerState:
 StateDep = Annotated[ServerState, Depends(get_state)]
 
 
-async def get_caller(request: Request, state: StateDep) -> Caller:
-    """Authenticate (401) and rate-limit (429 + Retry-After) one API request."""
-    caller = resolve_caller(request, state.settings.api_keys)
-    # Per key when keys are on; per client address otherwise, so one local script can't starve the page.
-    bucket = caller.key_id or f"ip:{request.client.host if request.client else 'unknown'}"
-    wait = state.limiter.acquire(bucket)
-    if wait > 0:
-        raise HTTPException(
-            status.HTTP_429_TOO_MANY_REQUESTS,
-            detail=f"Rate limit of {state.settings.server.rate_limit_per_minute} requests per minute exceeded.",
-            headers={"Retry-After": retry_after_header(wait)},
-        )
+async def get_caller(request: Request) -> Caller:
+    """The authenticated, rate-limited caller. The request gate (gate.py) decided it from the headers before the
+    body was read; a route that depends on this is a route the gate protects."""
+    caller = caller_of(request.scope)
+    if caller is None:  # pragma: no cover - only an app built without create_app's gate gets here
+        raise RuntimeError("get_caller needs the request gate of citewise.server.create_app")
     return caller
 
 

@@ -62,3 +62,40 @@ class ChatResponse(BaseModel):
     response: str = Field(description="Clean markdown with [n] citation markers.")
     session_id: str
     source_chunks: list[SourceChunk] = Field(description="The cited chunks; the n-th is [n] in the response.")
+
+
+class ErrorBody(BaseModel):
+    """Every error but a 422: `detail` says what went wrong; errors from Citewise's own tree add their `type`."""
+
+    detail: str
+    type: str | None = None
+
+
+_ERROR_DESCRIPTIONS = {
+    400: "The request asks for something not configured (e.g. agent mode without a model), or a bad upload name",
+    401: "No API key, or an unknown one (keys are configured)",
+    403: "A public document, managed by the operator",
+    404: "Nothing with this id for this caller",
+    408: "The request body did not arrive within server.body_timeout_s",
+    413: "The request body (or a file) is over its limit",
+    415: "Unsupported file type",
+    429: "Rate limited (per key, per address, or failed authentications); see Retry-After",
+    502: "The language model provider failed",
+    503: "The index or the server's setup is not available",
+    504: "The language model provider did not answer in time",
+}
+
+
+def error_responses(*codes: int, streaming: bool = False) -> dict[int | str, dict]:
+    """OpenAPI `responses=` for these error statuses, all with the `ErrorBody` shape. A streaming route's errors are
+    still JSON (FastAPI would document them under the route's own media type): `streaming=True` says so."""
+    if streaming:
+        ref = {"schema": {"$ref": "#/components/schemas/ErrorBody"}}
+        return {
+            code: {"description": _ERROR_DESCRIPTIONS[code], "content": {"application/json": ref}} for code in codes
+        }
+    return {code: {"model": ErrorBody, "description": _ERROR_DESCRIPTIONS[code]} for code in codes}
+
+
+# Every route that acts as a caller: the request gate's answers (gate.py).
+GATE_ERRORS = (401, 408, 413, 429)

@@ -78,7 +78,8 @@ function parseData(raw) {
   }
 }
 
-// Runs one question. `handlers` gets onTrace/onToken/onCitation as they arrive; resolves with
+// Runs one question. `handlers` gets onTrace/onToken/onDiscard/onCitation as they arrive (onDiscard: forget the
+// tokens shown so far, the next ones replace them — the server's one signal for that); resolves with
 // {answer} (the `complete` event) or {error} (the `error` event). Throws HttpError for non-2xx replies.
 export async function streamAnswer(body, { apiKey, signal, handlers }) {
   const response = await fetch("/api/agent/stream", {
@@ -96,6 +97,9 @@ export async function streamAnswer(body, { apiKey, signal, handlers }) {
         break;
       case "token":
         handlers.onToken?.(typeof data === "string" ? data : (data?.text ?? ""));
+        break;
+      case "discard":
+        handlers.onDiscard?.(data);
         break;
       case "citation":
         handlers.onCitation?.(data);

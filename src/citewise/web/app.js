@@ -106,9 +106,6 @@ const TRACE_LABELS = {
   fallback: "Switching to a fallback model",
 };
 
-// Trace steps after which the text streamed so far was only a draft: the model is searching again or rewriting.
-const DRAFT_DISCARDED = new Set(["tool_call", "reprompt", "generation_failure"]);
-
 function traceLabel(ev) {
   const input = ev?.data?.input ?? ev?.data?.args ?? {};
   const query = ev?.data?.query ?? input.query;
@@ -207,13 +204,16 @@ class AssistantMessage {
     this.traceList.append(li);
     this.trace.querySelector("summary").textContent = `Trace · ${this.traceCount} step${this.traceCount === 1 ? "" : "s"}`;
     this.trace.hidden = false;
-    if (DRAFT_DISCARDED.has(ev.type) && this.tokens) {
-      this.text = "";
-      this.tokens = 0;
-      this.body.replaceChildren();
-      this.setState("thinking");
-    }
     if (this.root.dataset.state === "thinking") this.thinkingLabel.textContent = traceLabel(ev);
+  }
+
+  // The server's one signal that the text shown so far will not stand (docs/server.md): clear it and wait for the
+  // tokens that replace it.
+  onDiscard() {
+    this.text = "";
+    this.tokens = 0;
+    this.body.replaceChildren();
+    this.setState("thinking");
   }
 
   onToken(text) {
@@ -422,6 +422,7 @@ async function runAnswer(view) {
           handlers: {
             onTrace: (ev) => view.onTrace(ev),
             onToken: (t) => view.onToken(t),
+            onDiscard: () => view.onDiscard(),
             onCitation: (c) => view.onCitation(c),
           },
         });

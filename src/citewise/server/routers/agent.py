@@ -1,9 +1,15 @@
 """The agent over HTTP: `POST /api/agent/run` (the full Answer as JSON) and `POST /api/agent/stream` (SSE).
 
 Stream events, in order: `trace` (each step as it finishes: plan, tool_call, validation, reprompt, ...), `token`
-(answer text as it is written), `citation` (each citation of the final answer), then exactly one terminal event:
-`complete` (the full Answer, with exit_reason) or `error` (the run raised: exit_reason, type, message, retryable).
-A client that disconnects cancels the run. docs/server.md shows the frames.
+(answer text as it is written), `discard` (forget every token so far: what follows replaces it), `citation` (each
+citation of the final answer), then exactly one terminal event: `complete` (the full Answer, with exit_reason) or
+`error` (the run raised: exit_reason, type, message, retryable). A client that disconnects cancels the run.
+
+The one rule a client needs: the tokens after the last `discard` are the answer `complete` carries. Every path that
+replaces streamed text — a new model call after a draft (reprompt, a lookup after an aside, a regeneration, a retry
+or fallback after a failure mid-stream), the forced synthesis, a grounded answer that differs from the draft, a run
+that failed — sends `discard` from one place (`_TokenFilter`), so no path can forget to. docs/server.md shows the
+frames.
 """
 
 from __future__ import annotations
@@ -21,11 +27,12 @@ from fastapi.sse import EventSourceResponse, ServerSentEvent
 from citewise.errors import RateLimited
 from citewise.server.deps import CallerDep, StateDep, agent_session_id, answer_json
 from citewise.server.http_errors import map_error
-from citewise.server.schemas import AgentRequest
+from citewise.server.schemas import GATE_ERRORS, AgentRequest, error_responses
 from citewise.types import Answer, ExitReason, Status, TraceEvent
 
 log = logging.getLogger(__name__)
 router = APIRouter(prefix="/api/agent", tags=["agent"])
+_ERRORS = (*GATE_ERRORS, 400, 502, 503, 504)
 
 # The graph node whose model calls write the answer; tokens from other nodes (the planner) are not answer text.
 ANSWER_NODE = "llm"
@@ -44,7 +51,7 @@ def run_options(body: AgentRequest, owner: str, thread_id: str) -> dict[str, Any
     }
 
 
-@router.post("/run", summary="Ask a question; returns the full Answer")
+@router.post("/run", summary="Ask a question; returns the full Answer", responses=error_responses(*_ERRORS))
 async def run(body: AgentRequest, caller: CallerDep, state: StateDep) -> dict[str, Any]:
     session_id, thread_id = agent_session_id(caller, body.session_id)
     agent = await state.agent()
@@ -77,6 +84,7 @@ async def _prepare_stream(body: AgentRequest, caller: CallerDep, state: StateDep
     "/stream",
     response_class=EventSourceResponse,
     summary="Ask a question; streams trace, token and citation events, then one complete or error event",
+    responses=error_responses(*_ERRORS, streaming=True),
 )
 async def stream(
     run: Annotated[_PreparedRun, Depends(_prepare_stream)], state: StateDep
@@ -116,12 +124,16 @@ async def stream(
             return
         state.metrics.observe_answer(answer)
         log_failure(answer, session_id)
-        if not tokens.sent and not answer.cached and answer.status != Status.ERROR:
-            # Nothing streamed the answer (quote mode has no model, a JSON-protocol model's text was held back, a
-            # greeting is canned): send it as word-sized tokens, so every live answer arrives the same way. A cache
-            # hit sends none (it is complete at once), nor does a failed run (its message comes with `complete`).
-            for word in _WORD.findall(answer.answer):
-                yield ServerSentEvent(event="token", data={"text": word})
+        final_text = "" if answer.cached or answer.status == Status.ERROR else answer.answer
+        if tokens.shown != final_text:
+            # What was streamed is not the answer (a forced synthesis, grounding's changes, a failed run): replace it.
+            if tokens.shown:
+                yield tokens.discard("final")
+            # Also when nothing streamed the answer (quote mode has no model, a JSON-protocol model's text was held
+            # back, a greeting is canned): word-sized tokens, so every live answer arrives the same way. A cache hit
+            # sends none (it is complete at once), nor does a failed run (its message comes with `complete`).
+            for word in _WORD.findall(final_text):
+                yield _token(tokens.show(word))
         for citation in answer.citations:
             yield ServerSentEvent(event="citation", data=citation.model_dump(mode="json"))
         yield ServerSentEvent(
@@ -137,13 +149,29 @@ async def stream(
 
 
 class _TokenFilter:
-    """Decides which model tokens are answer text. A model without native tool calling writes JSON actions
-    (`{"type": "final", ...}`); those are held back, and the answer they carry is sent once the run has read it."""
+    """Decides which model tokens are answer text, and when shown text must be discarded. A model without native
+    tool calling writes JSON actions (`{"type": "final", ...}`); those are held back, and the answer they carry is
+    sent once the run has read it."""
 
     def __init__(self) -> None:
         self.sent = 0
+        self.shown = ""  # the token text a client shows now: everything since the last discard
+        self.last_step = ""  # the type of the last trace event: why a new draft starts
         self._held: dict[str, list[str]] = {}  # run id → leading text not yet classified
         self._verdict: dict[str, bool] = {}  # run id → its tokens are answer text
+
+    def show(self, text: str) -> str:
+        self.shown += text
+        return text
+
+    def discard(self, reason: str) -> ServerSentEvent:
+        self.shown = ""
+        return ServerSentEvent(event="discard", data={"reason": reason})
+
+    def model_started(self) -> list[ServerSentEvent]:
+        """A model call of the answer node starts: text shown from an earlier call was a draft that did not stand
+        (sent back, an aside before a lookup, an empty or failed reply asked again)."""
+        return [self.discard(self.last_step or "new_draft")] if self.shown else []
 
     def feed(self, run_id: str, text: str) -> list[str]:
         verdict = self._verdict.get(run_id)
@@ -173,14 +201,17 @@ class _TokenFilter:
 def _translate(event: dict[str, Any], tokens: _TokenFilter) -> list[ServerSentEvent]:
     kind = event.get("event")
     in_answer_node = event.get("metadata", {}).get("langgraph_node") == ANSWER_NODE
+    if kind == "on_chat_model_start" and in_answer_node:
+        return tokens.model_started()
     if kind == "on_chat_model_stream" and in_answer_node:
         text = _text(event.get("data", {}).get("chunk"))
-        return [_token(t) for t in tokens.feed(event.get("run_id", ""), text)] if text else []
+        return [_token(tokens.show(t)) for t in tokens.feed(event.get("run_id", ""), text)] if text else []
     if kind == "on_chat_model_end" and in_answer_node:
-        return [_token(t) for t in tokens.flush(event.get("run_id", ""))]
+        return [_token(tokens.show(t)) for t in tokens.flush(event.get("run_id", ""))]
     if kind == "on_custom_event" and event.get("name") == "trace":
         data = event.get("data")
         trace = data if isinstance(data, TraceEvent) else TraceEvent.model_validate(data)
+        tokens.last_step = trace.type
         return [ServerSentEvent(event="trace", data=trace.model_dump(mode="json"))]
     return []
 

@@ -10,11 +10,11 @@ from fastapi import APIRouter, HTTPException, status
 
 from citewise.errors import ProviderError, RetrievalError, ValidationError
 from citewise.server.deps import CallerDep, StateDep, agent_session_id
-from citewise.server.schemas import ChatRequest, ChatResponse, SourceChunk
+from citewise.server.schemas import GATE_ERRORS, ChatRequest, ChatResponse, SourceChunk, error_responses
 from citewise.types import Answer, ExitReason, Status
 
 log = logging.getLogger(__name__)
-router = APIRouter(tags=["chat"])
+router = APIRouter(tags=["chat"], responses=error_responses(*GATE_ERRORS))
 
 TECHNICAL_DIFFICULTIES = (
     "I'm experiencing technical difficulties right now and can't answer. Please try again in a few minutes."
@@ -29,7 +29,7 @@ _UNREACHABLE = {"connection_error", "service_unavailable"}
 @router.post(
     "/chat",
     summary="Chat-widget endpoint: a markdown reply, the session id and the cited chunks",
-    responses={400: {"description": "Empty message"}},
+    responses=error_responses(400),
 )
 async def chat(body: ChatRequest, caller: CallerDep, state: StateDep) -> ChatResponse:
     if not body.message.strip():

@@ -22,10 +22,11 @@ from pydantic import BaseModel
 from citewise.ingest.pipeline import SUPPORTED_SUFFIXES, Ingestor, remove_document
 from citewise.server.auth import Caller
 from citewise.server.deps import CallerDep, ServerState, StateDep
+from citewise.server.schemas import GATE_ERRORS, error_responses
 from citewise.settings import Settings
 from citewise.types import PUBLIC_OWNER, Chunk, DocStatus, DocumentRecord, make_doc_id
 
-router = APIRouter(prefix="/api", tags=["documents"])
+router = APIRouter(prefix="/api", tags=["documents"], responses=error_responses(*GATE_ERRORS))
 
 MAX_FILES_PER_UPLOAD = 20
 _UNSAFE_CHARS = re.compile(r"[^A-Za-z0-9._ -]+")
@@ -100,6 +101,23 @@ def safe_filename(name: str | None) -> str:
     return cleaned[-200:] if len(cleaned) > 200 else cleaned
 
 
+_DISPOSITION_FILENAME = re.compile(r'filename="((?:[^"\\]|\\.)*)"|filename=([^;]+)', re.IGNORECASE)
+
+
+def sent_filename(upload: UploadFile) -> str | None:
+    """The file name as the client sent it when it names a path. The multipart parser keeps only what follows the
+    last backslash of an old browser's full Windows path ('C:\\evil.md' arrives as 'evil.md'), which would hide
+    a path from `safe_filename`; the part's own Content-Disposition header still has it."""
+    disposition = upload.headers.get("content-disposition", "") if upload.headers else ""
+    match = _DISPOSITION_FILENAME.search(disposition)
+    if match is None:
+        return upload.filename
+    raw = match.group(1) if match.group(1) is not None else match.group(2).strip()
+    # Only to refuse a path: for anything else the parser's decoding of the name stands.
+    has_path = PurePosixPath(raw).name != raw or PureWindowsPath(raw).name != raw
+    return raw if has_path else upload.filename
+
+
 def _upload_dir(settings: Settings, owner: str) -> Path:
     root = (settings.home / "uploads").resolve()
     target = (root / owner).resolve()
@@ -111,11 +129,7 @@ def _upload_dir(settings: Settings, owner: str) -> Path:
 @router.post(
     "/documents",
     summary="Upload documents and ingest them",
-    responses={
-        400: {"description": "A file name contains a path"},
-        413: {"description": "A file is over server.max_upload_mb"},
-        415: {"description": "Unsupported file type"},
-    },
+    responses=error_responses(400, 415),
 )
 async def upload(
     files: Annotated[list[UploadFile], File(description="One or more documents (.md, .mdx, .html, .pdf, .rst, .txt).")],
@@ -131,7 +145,7 @@ async def upload(
     names: list[str] = []
     # Check every file before storing any: a request is accepted or refused as a whole.
     for upload in files:
-        name = safe_filename(upload.filename)
+        name = safe_filename(sent_filename(upload))
         if Path(name).suffix.lower() not in SUPPORTED_SUFFIXES:
             raise HTTPException(
                 status.HTTP_415_UNSUPPORTED_MEDIA_TYPE,
@@ -197,7 +211,7 @@ async def list_documents(
 @router.delete(
     "/documents/{doc_id}",
     summary="Delete one of the caller's documents",
-    responses={403: {"description": "A public document"}, 404: {"description": "No such document for this caller"}},
+    responses=error_responses(403, 404),
 )
 async def delete_document(doc_id: uuid.UUID, caller: CallerDep, state: StateDep) -> DeleteResult:
     async with state.write_lock:
@@ -231,7 +245,9 @@ def _fetch_chunk(state: ServerState, chunk_id: str) -> Chunk | None:
     return state.kb.store.fetch([chunk_id]).get(chunk_id)
 
 
-@router.get("/chunks/{chunk_id}", summary="One chunk the caller can see (opening a citation)", responses={404: {}})
+@router.get(
+    "/chunks/{chunk_id}", summary="One chunk the caller can see (opening a citation)", responses=error_responses(404)
+)
 async def get_chunk(chunk_id: uuid.UUID, caller: CallerDep, state: StateDep) -> ChunkOut:
     chunk = await asyncio.to_thread(_fetch_chunk, state, str(chunk_id))
     if chunk is None or not visible_to(chunk.owner, caller):

@@ -12,6 +12,7 @@ from fastapi.responses import JSONResponse
 from citewise import __version__
 from citewise.server.deps import ServerState, StateDep, get_caller
 from citewise.server.metrics import CONTENT_TYPE
+from citewise.server.schemas import GATE_ERRORS, error_responses
 
 log = logging.getLogger(__name__)
 router = APIRouter(tags=["health"])
@@ -69,6 +70,12 @@ def _model_check(state: ServerState) -> dict[str, Any]:
     return cached
 
 
-@router.get("/metrics", summary="Prometheus metrics", response_class=Response, dependencies=[Depends(get_caller)])
+@router.get(
+    "/metrics",
+    summary="Prometheus metrics",
+    response_class=Response,
+    dependencies=[Depends(get_caller)],
+    responses=error_responses(*GATE_ERRORS),
+)
 async def metrics(state: StateDep) -> Response:
     return Response(state.metrics.exposition(), media_type=CONTENT_TYPE)

@@ -1,0 +1,273 @@
+"""A real OpenAI-compatible chat-completions server on loopback, for testing vendor paths end to end.
+
+`FakeOpenAI` serves `POST /v1/chat/completions` over HTTP/1.1 with keep-alive (the standard library's
+ThreadingHTTPServer), streaming (`"stream": true`: SSE chunks, chunked transfer encoding) and not, with tool calls.
+Point `langchain-openai` at it with `llm="openai:<any name>"`, `llm_base_url=server.url`, any API key.
+
+What it answers:
+- replies queued with `script(...)` first, in order: a `Reply` (text and/or tool calls) or a `Fault` (an HTTP error
+  with headers such as Retry-After, a hang, garbage JSON, a truncated stream);
+- then `responder(request_json)`, by default `agent_responder`: a plan for the agent's planner call (no tools), and
+  for a call with tools a verbatim sentence of passage [1] of the last tool result, cited `[1]` — an answer the
+  agent's validator accepts without any knowledge of the question.
+
+Every request is recorded (`requests`: time, JSON body, the client's connection) so tests can check retry timing
+and connection reuse. Nothing here is a mock of Citewise: it is the vendor's side of a real HTTP conversation.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import socket
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+PLAN_REPLY = '["Search the docs for the question", "Answer with citations"]'
+_PASSAGE_ONE = re.compile(r"^\[1\] [^\n]*\n(?P<text>.+?)(?:\n\n|\Z)", re.S | re.M)
+_SENTENCE = re.compile(r"(?<=[.!?])\s+")
+
+
+@dataclass
+class Reply:
+    """A successful completion: text, tool calls ({"name", "args"}), or both."""
+
+    text: str = ""
+    tool_calls: list[dict[str, Any]] = field(default_factory=list)
+    chunk_delay_s: float = 0.0  # streamed: pause between chunks (a slow model)
+
+
+@dataclass
+class Fault:
+    """A misbehaving provider.
+
+    status: an HTTP error status (429, 500, ...) with `headers` and a JSON error body.
+    hang_s: sleep this long before answering at all (a timeout on the client side).
+    garbage: answer 200 with a body that is not JSON.
+    truncate: start a reply and cut the connection halfway (streamed: after one chunk).
+    """
+
+    status: int | None = None
+    headers: dict[str, str] = field(default_factory=dict)
+    hang_s: float = 0.0
+    garbage: bool = False
+    truncate: bool = False
+
+
+@dataclass
+class Recorded:
+    at: float  # time.monotonic() when the request arrived
+    body: dict[str, Any]
+    client: tuple[str, int]  # the client's address: the same port means the same (kept-alive) connection
+
+    @property
+    def streamed(self) -> bool:
+        return bool(self.body.get("stream"))
+
+    @property
+    def has_tools(self) -> bool:
+        return bool(self.body.get("tools"))
+
+
+def _last_tool_result(body: dict[str, Any]) -> str:
+    for message in reversed(body.get("messages") or []):
+        if message.get("role") == "tool":
+            content = message.get("content")
+            if isinstance(content, list):
+                content = "".join(part.get("text", "") for part in content if isinstance(part, dict))
+            return str(content or "")
+    return ""
+
+
+def agent_responder(body: dict[str, Any]) -> Reply:
+    """A plan for the planner; for an answer turn, the first sentence of passage [1] of the last tool result."""
+    if not body.get("tools"):
+        return Reply(text=PLAN_REPLY)
+    match = _PASSAGE_ONE.search(_last_tool_result(body))
+    if match is None:
+        return Reply(text="I don't have enough information in the current documentation to answer that.")
+    first = _SENTENCE.split(match.group("text").strip().splitlines()[0].strip())[0].rstrip(" …")
+    return Reply(text=f"{first} [1]")
+
+
+class FakeOpenAI:
+    """An OpenAI-compatible HTTP/1.1 server on 127.0.0.1 (see the module docstring). Use as a context manager."""
+
+    def __init__(self, responder: Callable[[dict[str, Any]], Reply | Fault] = agent_responder) -> None:
+        self.responder = responder
+        self.requests: list[Recorded] = []
+        self._script: list[Reply | Fault] = []
+        self._lock = threading.Lock()
+        self._server = _Server(("127.0.0.1", 0), _handler_for(self))
+        self._server.daemon_threads = True
+        self.port = self._server.server_address[1]
+        self.url = f"http://127.0.0.1:{self.port}/v1"
+        self._thread = threading.Thread(target=self._server.serve_forever, name="fake-openai", daemon=True)
+
+    def __enter__(self) -> FakeOpenAI:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        self._server.shutdown()
+        self._server.server_close()
+        self._thread.join(timeout=10)
+
+    def script(self, *replies: Reply | Fault) -> FakeOpenAI:
+        with self._lock:
+            self._script.extend(replies)
+        return self
+
+    @property
+    def connections(self) -> int:
+        """Distinct client connections seen (fewer than requests: keep-alive connections were reused)."""
+        return len({r.client for r in self.requests})
+
+    def next_reply(self, body: dict[str, Any], client: tuple[str, int]) -> Reply | Fault:
+        with self._lock:
+            self.requests.append(Recorded(time.monotonic(), body, client))
+            if self._script:
+                return self._script.pop(0)
+        return self.responder(body)
+
+
+class _Server(ThreadingHTTPServer):
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        # A client that hangs up (a cancelled run, a timeout on its side) is part of the job, not an error.
+        pass
+
+
+def _handler_for(fake: FakeOpenAI) -> type[BaseHTTPRequestHandler]:
+    class Handler(BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"  # keep-alive: the client reuses its connection between calls
+
+        def log_message(self, format: str, *args: Any) -> None:  # quiet test output
+            pass
+
+        def do_POST(self) -> None:
+            length = int(self.headers.get("Content-Length") or 0)
+            raw = self.rfile.read(length)
+            if not self.path.rstrip("/").endswith("/chat/completions"):
+                self._json(404, {"error": {"message": f"no route {self.path}", "type": "not_found"}})
+                return
+            try:
+                body = json.loads(raw)
+            except ValueError:
+                self._json(400, {"error": {"message": "invalid JSON", "type": "invalid_request_error"}})
+                return
+            reply = fake.next_reply(body, self.client_address)
+            if isinstance(reply, Fault) and reply.hang_s and reply.status is None and not reply.garbage:
+                time.sleep(reply.hang_s)  # a slow answer, then the normal one
+                reply = fake.responder(body)
+            if isinstance(reply, Fault):
+                self._fault(reply, streamed=bool(body.get("stream")))
+            elif body.get("stream"):
+                self._stream(body, reply)
+            else:
+                self._json(200, _completion(body, reply))
+
+        def _json(self, status: int, payload: dict[str, Any], headers: dict[str, str] | None = None) -> None:
+            data = json.dumps(payload).encode()
+            self.send_response(status)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(data)))
+            for name, value in (headers or {}).items():
+                self.send_header(name, value)
+            self.end_headers()
+            self.wfile.write(data)
+
+        def _fault(self, fault: Fault, *, streamed: bool) -> None:
+            if fault.hang_s:
+                time.sleep(fault.hang_s)
+            if fault.status is not None:
+                kind = "rate_limit_exceeded" if fault.status == 429 else "server_error"
+                self._json(fault.status, {"error": {"message": f"fake {fault.status}", "type": kind}}, fault.headers)
+            elif fault.garbage:
+                data = b"<html>this is not json"
+                self.send_response(200)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+            elif fault.truncate:
+                self.send_response(200)
+                if streamed:
+                    self.send_header("Content-Type", "text/event-stream")
+                    self.send_header("Transfer-Encoding", "chunked")
+                    self.end_headers()
+                    self._chunk(_sse(_chunk_payload({"role": "assistant", "content": "Half an ans"})))
+                else:
+                    self.send_header("Content-Type", "application/json")
+                    self.send_header("Content-Length", "4096")
+                    self.end_headers()
+                    self.wfile.write(b'{"id": "chatcmpl-fake", "choices": [')
+                self.wfile.flush()
+                self.close_connection = True
+                self.connection.shutdown(socket.SHUT_RDWR)
+
+        def _chunk(self, data: bytes) -> None:
+            self.wfile.write(f"{len(data):x}\r\n".encode() + data + b"\r\n")
+            self.wfile.flush()
+
+        def _stream(self, body: dict[str, Any], reply: Reply) -> None:
+            self.send_response(200)
+            self.send_header("Content-Type", "text/event-stream")
+            self.send_header("Transfer-Encoding", "chunked")
+            self.end_headers()
+            self._chunk(_sse(_chunk_payload({"role": "assistant", "content": ""})))
+            for word in re.findall(r"\s*\S+\s*|\s+", reply.text):
+                if reply.chunk_delay_s:
+                    time.sleep(reply.chunk_delay_s)
+                self._chunk(_sse(_chunk_payload({"content": word})))
+            for i, call in enumerate(reply.tool_calls):
+                delta = {"tool_calls": [{"index": i, **_tool_call(call, i)}]}
+                self._chunk(_sse(_chunk_payload(delta)))
+            finish = "tool_calls" if reply.tool_calls else "stop"
+            self._chunk(_sse(_chunk_payload({}, finish=finish)))
+            self._chunk(b"data: [DONE]\n\n")
+            self._chunk(b"")  # the last chunk: the connection stays open for the next request
+
+    return Handler
+
+
+def _tool_call(call: dict[str, Any], i: int) -> dict[str, Any]:
+    return {
+        "id": call.get("id") or f"call_fake_{i}",
+        "type": "function",
+        "function": {"name": call["name"], "arguments": json.dumps(call.get("args") or {})},
+    }
+
+
+def _completion(body: dict[str, Any], reply: Reply) -> dict[str, Any]:
+    message: dict[str, Any] = {"role": "assistant", "content": reply.text or None}
+    if reply.tool_calls:
+        message["tool_calls"] = [_tool_call(c, i) for i, c in enumerate(reply.tool_calls)]
+    return {
+        "id": "chatcmpl-fake",
+        "object": "chat.completion",
+        "created": 0,
+        "model": body.get("model", "fake"),
+        "choices": [{"index": 0, "message": message, "finish_reason": "tool_calls" if reply.tool_calls else "stop"}],
+        "usage": {"prompt_tokens": 10, "completion_tokens": 5, "total_tokens": 15},
+    }
+
+
+def _chunk_payload(delta: dict[str, Any], finish: str | None = None) -> dict[str, Any]:
+    return {
+        "id": "chatcmpl-fake",
+        "object": "chat.completion.chunk",
+        "created": 0,
+        "model": "fake",
+        "choices": [{"index": 0, "delta": delta, "finish_reason": finish}],
+    }
+
+
+def _sse(payload: dict[str, Any]) -> bytes:
+    return f"data: {json.dumps(payload)}\n\n".encode()
