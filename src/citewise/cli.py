@@ -252,8 +252,17 @@ def _print_answer(answer, *, shown: str = "") -> None:
         values = "; ".join(f"{v.value} ({v.filename}{', ' + v.date if v.date else ''})" for v in conflict.values)
         resolved = f" — newest says {conflict.resolved_value}" if conflict.resolved_value else ""
         err.print(f"[yellow]Sources disagree on {conflict.subject}:[/] {values}{resolved}", highlight=False)
+    if answer.status == "refused":
+        if answer.refusal_detail:
+            err.print(f"[dim]Why: {escape(answer.refusal_detail)}[/]", highlight=False)
+        if answer.closest_sections:  # places to read, not citations: the answer rests on none of them
+            err.print("[dim]Closest sections in the docs (not an answer):[/]", highlight=False)
+            for section in answer.closest_sections:
+                where = section.filename + (f" › {section.chapter}" if section.chapter else "")
+                url = f"  {section.source_url}" if section.source_url else ""
+                err.print(f"  - {where}{url}", markup=False, highlight=False, style="dim")
     for gap in answer.insufficiencies:
-        err.print(f"[yellow]Not covered:[/] {gap}", highlight=False)
+        err.print(f"[yellow]Not covered:[/] {escape(gap)}", highlight=False)
     if answer.exit_reason != "COMPLETED" or answer.status == "error":
         err.print(f"[dim]exit_reason {answer.exit_reason} (status {answer.status})[/]", highlight=False)
 
@@ -481,9 +490,18 @@ def eval_answers(
         bool,
         typer.Option("--rejection", help="With --rgb: index only the negative passages; every answer should refuse."),
     ] = False,
+    questions: Annotated[
+        Path | None,
+        typer.Option(
+            "--questions",
+            help='Docs questions, JSON lines {"question", "answerable", "expect_any": [...]} or {"question", '
+            '"answer"}; asked against --docs.',
+            show_default=False,
+        ),
+    ] = None,
     corpus: Annotated[
         list[Path] | None,
-        typer.Option("--corpus", help="Also ingest this docs folder or file (repeatable).", show_default=False),
+        typer.Option("--docs", "--corpus", help="Ingest this docs folder or file (repeatable).", show_default=False),
     ] = None,
     mode: Annotated[str, typer.Option("--mode", help='Answerer: quote, local or "provider:model".')] = "quote",
     limit: Annotated[
@@ -506,15 +524,22 @@ def eval_answers(
 
     def go() -> int:
         from citewise.eval.answers import evaluate_answers
-        from citewise.eval.formats import load_jsonl, load_rgb, load_squad2
+        from citewise.eval.formats import load_jsonl, load_questions, load_rgb, load_squad2
 
-        given = [name for name, value in (("--squad2", squad2), ("--jsonl", jsonl), ("--rgb", rgb)) if value]
+        sets = (("--squad2", squad2), ("--jsonl", jsonl), ("--rgb", rgb), ("--questions", questions))
+        given = [name for name, value in sets if value]
         if len(given) != 1:
-            raise CitewiseError("Give exactly one data set: --squad2 FILE, --jsonl FILE or --rgb FILE")
+            raise CitewiseError(
+                "Give exactly one data set: --squad2 FILE, --jsonl FILE, --rgb FILE or --questions FILE --docs DIR"
+            )
         if rejection and not rgb:
             raise CitewiseError("--rejection only applies to --rgb")
+        if questions and not corpus:
+            raise CitewiseError("--questions asks about a docs folder: give it with --docs DIR")
         need = not corpus  # with a docs folder as the corpus, the file may bring questions only
-        if squad2:
+        if questions:
+            dataset = load_questions(questions)
+        elif squad2:
             dataset = load_squad2(squad2, require_passages=need)
         elif jsonl:
             dataset = load_jsonl(jsonl, require_passages=need)
@@ -541,6 +566,9 @@ def eval_answers(
     _run(go)
 
 
+FAILURES_SHOWN = 20
+
+
 def _print_answer_report(r: dict) -> None:
     def show(value: float | None) -> str:
         return "–" if value is None else f"{value:.4f}"
@@ -563,9 +591,51 @@ def _print_answer_report(r: dict) -> None:
         ("citation support", show(r["citation_support"]), "answerable: a cited chunk holds a gold answer"),
         ("own-passage citation", show(r["context_citation"]), "answerable: cites the question's own passage"),
     ]
+    if r["format"] == "questions":  # judged by expected strings: the SQuAD-style figures would mean nothing here
+        keep = {"citation validity"} | (
+            {"refusal precision", "refusal recall", "refusal F1"} if r["unanswerable"] else set()
+        )
+        rows = [row for row in rows if row[0] in keep]
+    docs = r.get("docs") or {}
+    answerable, unanswerable = docs.get("answerable") or {}, docs.get("unanswerable") or {}
+    if answerable.get("questions"):
+        rows[:0] = [
+            (
+                "right",
+                show(answerable["right_share"]),
+                f"answerable: {answerable['right']} answered with an expected answer",
+            ),
+            ("wrong", show(answerable["wrong_share"]), f"answerable: {answerable['wrong']} answered without one"),
+            ("refused", show(answerable["refused_share"]), f"answerable: {answerable['refused']} refused"),
+        ]
+    if unanswerable.get("questions"):
+        rows.insert(
+            3 if answerable.get("questions") else 0,
+            (
+                "unanswerable refused",
+                show(unanswerable["refused_share"]),
+                f"{unanswerable['refused']} of {unanswerable['questions']} refused, as they should be",
+            ),
+        )
     for row in rows:
-        table.add_row(*row)
+        table.add_row(*(escape(cell) for cell in row))
     out.print(table)
+    failures = r.get("failures") or []
+    if failures:
+        out.print(f"\n[bold]Failures[/] ({len(failures)}):")
+        for failure in failures[:FAILURES_SHOWN]:
+            expected = json.dumps(failure["expected"], ensure_ascii=False) if failure["expected"] else ""
+            out.print(
+                f"  {failure['outcome'].upper():8} {failure['id']}: {failure['question']}"
+                + (f"\n           expected {expected}" if expected else "")
+                + f"\n           said: {failure['said']}",
+                markup=False,
+                highlight=False,
+            )
+        if len(failures) > FAILURES_SHOWN:
+            out.print(
+                f"  … {len(failures) - FAILURES_SHOWN} more (--json or --details lists them all)", highlight=False
+            )
     reasons = ", ".join(f"{name} {count}" for name, count in r["exit_reasons"].items())
     out.print(
         f"exit reasons: {reasons} · latency p50 {r['latency_p50_ms']:.0f} ms · p95 {r['latency_p95_ms']:.0f} ms · "

@@ -175,3 +175,42 @@ def test_score_answers_by_hand():
     assert r["exit_reasons"] == {"COMPLETED": 4, "MAX_TURNS_REACHED": 1}
     assert r["statuses"] == {"refused": 2, "success": 3}
     assert (r["latency_p50_ms"], r["latency_p95_ms"]) == (30.0, 48.0)  # p95: index 3.8 → 40 + 0.8·10
+
+
+def _answer(text: str, status: str = "success") -> Answer:
+    return Answer(question="q", answer=text, status=status, exit_reason="COMPLETED")
+
+
+def test_judge_docs_questions():
+    from citewise.eval.metrics import judge
+
+    right = _answer("Run `citewise serve --port 8080` [1].")
+    assert judge(right, answerable=True, expect_any=["--PORT"]) == "right"  # case and markdown ignored
+    assert judge(right, answerable=True, expect_any=["--host"]) == "wrong"
+    assert judge(right, answerable=True, expect_all=[["serve"], ["8080", "9090"]]) == "right"
+    assert judge(right, answerable=True, expect_all=[["serve"], ["9090"]]) == "wrong"  # one part missing
+    refused = _answer("I don't have enough information in the current documentation to answer that.", "refused")
+    assert judge(refused, answerable=True, expect_any=["--port"]) == "refused"
+    assert judge(refused, answerable=False) == "refused"
+    assert judge(right, answerable=False) == "answered"
+    assert judge(_answer("failed", "error"), answerable=True, expect_any=["x"]) == "refused"
+    # A gold answer: contained, or half its words present.
+    gold = ["Verbatim sentences from the documents"]
+    assert judge(_answer("Quote mode quotes verbatim sentences [1]."), answerable=True, golds=gold) == "right"
+    assert judge(_answer("Quote mode needs no model [1]."), answerable=True, golds=gold) == "wrong"
+
+
+def test_score_docs_counts_and_shares():
+    from citewise.eval.metrics import score_docs
+
+    figures = score_docs([(True, "right"), (True, "wrong"), (True, "refused"), (True, "right"), (False, "refused")])
+    assert figures["answerable"] == {
+        "questions": 4,
+        "right": 2,
+        "right_share": 0.5,
+        "wrong": 1,
+        "wrong_share": 0.25,
+        "refused": 1,
+        "refused_share": 0.25,
+    }
+    assert figures["unanswerable"]["refused_share"] == 1.0 and figures["unanswerable"]["answered"] == 0

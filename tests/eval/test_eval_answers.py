@@ -79,3 +79,33 @@ def test_corpus_folder_and_details(tmp_path, embedder):
     rows = {row["id"]: row for row in map(json.loads, details.read_text().splitlines())}
     assert rows["port"]["status"] == "success" and rows["port"]["answer_contains_gold"]
     assert rows["pets"]["status"] == "refused"
+
+
+QUESTIONS = FIXTURES / "questions.jsonl"  # written for the fixture corpus: answerable + near-miss unanswerable
+
+
+def test_docs_questions_are_judged_right_wrong_or_refused_and_failures_listed(tmp_path):
+    args = ["eval", "answers", "--docs", str(FIXTURES / "corpus"), "--questions", str(QUESTIONS)]
+    result = CliRunner().invoke(app, [*args, "--cache-dir", str(tmp_path / "cache"), "--json"])
+    assert result.exit_code == 0, result.output
+    report = json.loads(result.stdout.strip().splitlines()[-1])
+    docs = report["docs"]
+    answerable, unanswerable = docs["answerable"], docs["unanswerable"]
+    assert answerable["questions"] + unanswerable["questions"] == report["questions"] == 45
+    assert answerable["right"] + answerable["wrong"] + answerable["refused"] == answerable["questions"]
+    assert unanswerable["refused"] + unanswerable["answered"] == unanswerable["questions"]
+    failing = answerable["wrong"] + answerable["refused"] + unanswerable["answered"]
+    assert len(report["failures"]) == failing
+    for failure in report["failures"]:
+        assert failure["outcome"] in ("wrong", "refused", "answered") and failure["question"] and failure["id"]
+    assert report["citation_validity"] == 1.0
+    # The human-readable table names the three outcomes and lists the failures.
+    table = CliRunner().invoke(app, [*args, "--cache-dir", str(tmp_path / "cache")])
+    assert table.exit_code == 0, table.output
+    assert "right" in table.output and "unanswerable refused" in table.output
+    assert ("Failures" in table.output) == bool(failing)
+
+
+def test_questions_need_a_docs_folder():
+    result = CliRunner().invoke(app, ["eval", "answers", "--questions", str(QUESTIONS)])
+    assert result.exit_code == 2 and "--docs" in result.output

@@ -122,3 +122,41 @@ def test_answerer_modes(tmp_path):
     assert (vendor.llm, mode) == ("openai:gpt-4o-mini", "agent")
     with pytest.raises(ConfigError, match="Unknown --mode"):
         answerer(settings, "gpt4")
+
+
+def test_docs_questions_load_with_their_expectations(tmp_path):
+    from citewise.eval.formats import load_questions
+
+    path = tmp_path / "q.jsonl"
+    path.write_text(
+        '{"question": "How do I change the port?", "answerable": true, "expect_any": ["--port"]}\n'
+        '{"question": "What and how?", "answerable": true, "expect_all": [["a"], ["b", "c"]]}\n'
+        '{"question": "Who founded it?", "answerable": false}\n'
+        '{"question": "What is quote mode?", "answer": "Verbatim sentences."}\n'
+    )
+    dataset = load_questions(path)
+    assert dataset.format == "questions" and not dataset.passages
+    first, second, third, fourth = dataset.questions
+    assert first.expect_any == ("--port",) and first.answerable
+    assert second.expect_all == (("a",), ("b", "c"))
+    assert not third.answerable
+    assert fourth.answerable and fourth.answers == ("Verbatim sentences.",)
+
+
+@pytest.mark.parametrize(
+    ("line", "message"),
+    [
+        ('{"question": "x"}', 'give "answerable"'),
+        ('{"question": "x", "answerable": "yes"}', "true or false"),
+        ('{"question": "x", "answerable": false, "expect_any": ["y"]}', "no expected answer"),
+        ('{"question": "x", "answerable": true, "expect_all": ["y"]}', "list of lists"),
+    ],
+)
+def test_docs_questions_errors_name_the_line(tmp_path, line, message):
+    from citewise.eval.formats import load_questions
+
+    path = tmp_path / "q.jsonl"
+    path.write_text(line + "\n")
+    with pytest.raises(ConfigError, match="line 1") as info:
+        load_questions(path)
+    assert message in str(info.value)

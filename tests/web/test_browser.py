@@ -276,6 +276,12 @@ def test_unanswerable_question_is_an_honest_answer_not_an_error(browser, server)
     # A refusal is not an error: no error notice, no retry button.
     assert answer.locator(".notice").is_hidden()
     assert answer.locator("button.cite").count() == 0
+    # It says why in words (never an internal code) and where to read, clearly not as citations.
+    notes = answer.locator(".answer-notes").inner_text()
+    assert "weak_evidence" not in notes and "empty_retrieval" not in notes
+    assert answer.locator(".note-why").inner_text().strip()
+    if answer.locator(".closest-sections li").count():
+        assert "not an answer" in notes
     assert page.errors == []
     page.close()
 

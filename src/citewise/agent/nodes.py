@@ -540,9 +540,10 @@ class AgentNodes:
         limit = self.settings.quote.passages
         parts: list[Part] = []
         read: list[str] = []
+        quote = is_quote_mode(state.get("mode"))
         for query in questions:
             ids = results.get(query[:MAX_QUERY_CHARS]) or results.get(state["question"].strip()[:MAX_QUERY_CHARS])
-            if ids is None:  # an agent run's own searches: everything it gathered, opened passages first
+            if ids is None or not quote:  # an agent run's searches: everything it gathered, opened passages first
                 opened = set(state.get("opened") or [])
                 ordered = sorted(numbered.values(), key=lambda nc: (nc[1].chunk_id not in opened, nc[0]))
                 chunks = ordered[:limit]
@@ -690,7 +691,7 @@ class AgentNodes:
         """The lookup budget is spent and the model did not write the answer (empty replies, or the turns ran out):
         MAX_TOOL_CALLS_REACHED promises an answer from what was found, so compose it from the gathered passages —
         verbatim and cited, or the refusal — as the forced synthesis does after failed validations."""
-        result = self._compose_quotes(state)
+        result, _ = self._compose_quotes(state)
         text = _refusal_text(state.get("constraints") or {}) if result.refused else result.text
         trace = [*trace, _event("forced_synthesis", "llm", used=list(result.used), refused=result.refused, why=why)]
         return {"trace": trace, "draft": text, "synthesized": True}

@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING
 from citewise.errors import ConfigError
 from citewise.errors import ValidationError as CitewiseValidationError
 from citewise.eval.formats import AnswerDataset, EvalQuestion, Passage
-from citewise.eval.metrics import Judged, best_token_f1, contains_answer, score_answers
+from citewise.eval.metrics import Judged, best_token_f1, contains_answer, judge, score_answers, score_docs
 from citewise.settings import Settings
 from citewise.types import ParsedDocument, make_chunk_id, make_doc_id
 
@@ -90,8 +90,10 @@ def evaluate_answers(
     embedder: Embedder | None = None,
     chat_model: BaseChatModel | None = None,
 ) -> dict:
-    """Ingest `dataset.passages`, ask the (sampled) questions with the chosen answerer and return the figures of
-    `score_answers` plus what was run:
+    """Ingest `dataset.passages` (and the `corpus_paths` docs folders), ask the (sampled) questions with the chosen
+    answerer and return the figures of `score_answers`, `score_docs` ("docs": right / wrong / refused, see
+    `metrics.judge`) and the failures (wrong answers, refused answerable and answered unanswerable questions), plus
+    what was run:
 
         {"dataset", "format", "mode", "seed", "limit", "corpus", "chunks", "ingest_s", "ingest_unchanged",
          "questions", "answerable", "unanswerable", "refused", "refusal": {precision, recall, f1, tp, fp, fn, tn},
@@ -147,6 +149,8 @@ def evaluate_answers(
         citewise = Citewise(run_settings, kb=kb, chat_model=chat_model)
         judged: list[Judged] = []
         details: list[dict] = []
+        outcomes: list[tuple[bool, str]] = []
+        failures: list[dict] = []
         skipped = 0
         for done, question in enumerate(questions, 1):
             report_progress("answer", done - 1, len(questions))
@@ -165,8 +169,18 @@ def evaluate_answers(
                 context_chunk_ids=chunk_ids(question.passage_ids),
             )
             judged.append(item)
+            outcome = judge(
+                answer,
+                answerable=question.answerable,
+                expect_any=question.expect_any,
+                expect_all=question.expect_all,
+                golds=question.answers,
+            )
+            outcomes.append((question.answerable, outcome))
+            if outcome in ("wrong", "answered") or (question.answerable and outcome == "refused"):
+                failures.append(_failure(question, answer, outcome))
             if details_path is not None:
-                details.append(_detail(question, item))
+                details.append({**_detail(question, item), "outcome": outcome})
         report_progress("answer", len(questions), len(questions))
 
     if details_path is not None:
@@ -183,6 +197,21 @@ def evaluate_answers(
         "ingest_unchanged": sum(r.unchanged for r in reports),
         **score_answers(judged),
         "skipped": skipped,
+        "docs": score_docs(outcomes),
+        "failures": failures,
+    }
+
+
+def _failure(question: EvalQuestion, answer, outcome: str) -> dict:
+    """What a reader needs to see why a question failed: the answer's start, or why it refused."""
+    said = answer.refusal_detail or answer.answer if outcome == "refused" else answer.answer
+    expected = [list(g) for g in question.expect_all] or list(question.expect_any) or list(question.answers)
+    return {
+        "id": question.id,
+        "question": question.question,
+        "outcome": outcome,
+        "expected": expected,
+        "said": " ".join((said or "").split())[:300],
     }
 
 

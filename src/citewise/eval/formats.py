@@ -8,6 +8,8 @@ against the whole corpus, never only against its own passage.
   without answers) are unanswerable.
 - JSONL (`load_jsonl`): `{"question", "answers": [...] | [], "context"?: str | [str], "title"?, "id"?}` per line;
   an empty `answers` list marks an unanswerable question; the contexts, de-duplicated, form the corpus.
+- Docs questions (`load_questions`): `{"question", "answerable": bool, "expect_any"?: [...], "expect_all"?: [[...],
+  ...]}` or `{"question", "answer"}` per line, asked against a docs folder (`--docs`); see `metrics.judge`.
 - RGB-style JSONL (`load_rgb`): `{"query", "answer", "positive": [...], "negative": [...]}` per line. Positive and
   negative passages (de-duplicated) form the corpus and every question is answerable; with `rejection=True` only
   the negative passages do, so the right behaviour for every question is to refuse.
@@ -42,6 +44,8 @@ class EvalQuestion:
     answers: tuple[str, ...]  # gold answers; empty for unanswerable questions
     answerable: bool
     passage_ids: tuple[str, ...] = ()  # the question's own passages, when the data set says which
+    expect_any: tuple[str, ...] = ()  # a right answer contains at least one of these (docs question sets)
+    expect_all: tuple[tuple[str, ...], ...] = ()  # ... or one of each group (a question with several parts)
 
 
 @dataclass
@@ -194,6 +198,52 @@ def load_jsonl(path: Path, *, require_passages: bool = True) -> AnswerDataset:
         )
     dataset.passages = list(corpus.passages.values())
     return _empty_check(dataset, path, require_passages)
+
+
+def _groups(value: Any, where: str) -> tuple[tuple[str, ...], ...]:
+    if value is None:
+        return ()
+    if not isinstance(value, list) or not all(isinstance(group, list) for group in value):
+        raise ConfigError(f'{where}: "expect_all" must be a list of lists of strings (one list per part)')
+    return tuple(tuple(_strings(group, where, "expect_all")) for group in value if group)
+
+
+def load_questions(path: Path) -> AnswerDataset:
+    """Questions about a docs folder, one JSON object per line:
+
+        {"question": "How do I change the port?", "answerable": true, "expect_any": ["--port"]}
+        {"question": "What is quote mode and how do I switch?", "answerable": true,
+         "expect_all": [["verbatim"], ["--mode agent", "CITEWISE_LLM"]]}
+        {"question": "Who founded Citewise?", "answerable": false}
+        {"question": "What is quote mode?", "answer": "Answers made of verbatim sentences from the docs."}
+
+    `expect_any`: a right answer contains one of the strings; `expect_all`: one string of every group (a question
+    with several parts); `answer`: a gold answer (the question is answerable). The passages come from `--docs`."""
+    path = Path(path)
+    dataset = AnswerDataset(path.stem, "questions")
+    for number, row in read_jsonl(path):
+        where = f"{path}, line {number}"
+        gold = _strings(row.get("answer"), where, "answer")
+        if "answerable" in row and not isinstance(row["answerable"], bool):
+            raise ConfigError(f'{where}: "answerable" must be true or false')
+        if "answerable" not in row and not gold:
+            raise ConfigError(f'{where}: give "answerable" (true or false) or a gold "answer"')
+        answerable = bool(row.get("answerable", True))
+        expect_any = tuple(_strings(row.get("expect_any"), where, "expect_any"))
+        expect_all = _groups(row.get("expect_all"), where)
+        if not answerable and (gold or expect_any or expect_all):
+            raise ConfigError(f"{where}: an unanswerable question has no expected answer")
+        dataset.questions.append(
+            EvalQuestion(
+                id=str(row.get("id") or number),
+                question=_require_text(row, "question", where),
+                answers=tuple(gold),
+                answerable=answerable,
+                expect_any=expect_any,
+                expect_all=expect_all,
+            )
+        )
+    return _empty_check(dataset, path, require_passages=False)
 
 
 def load_rgb(path: Path, *, rejection: bool = False, require_passages: bool = True) -> AnswerDataset:

@@ -66,6 +66,72 @@ def best_token_f1(prediction: str, golds: Sequence[str]) -> float:
     return max((token_f1(prediction, gold) for gold in golds), default=0.0)
 
 
+_MARKUP = re.compile(r"[`*_]+")
+
+
+def _plain(text: str) -> str:
+    """Lower case, citation markers and markdown emphasis removed, whitespace collapsed: flags (`--port`), paths
+    and punctuation kept, since an expected string is often exactly that."""
+    return " ".join(_MARKUP.sub("", strip_citation_markers(text)).lower().split())
+
+
+def judge(
+    answer: Answer,
+    *,
+    answerable: bool,
+    expect_any: Sequence[str] = (),
+    expect_all: Sequence[Sequence[str]] = (),
+    golds: Sequence[str] = (),
+) -> str:
+    """One docs question's outcome: "right", "wrong" or "refused" for an answerable question; "refused" or
+    "answered" for an unanswerable one. An answer that is no success (an error) counts as refused.
+
+    right = the answer (citation markers and markdown emphasis removed, case ignored) contains one string of every
+    `expect_all` group; else one `expect_any` string; else, with a gold answer, contains it (SQuAD-normalised) or
+    holds at least half of its words (token recall >= 0.5); with none of these, any answer is right."""
+    refused = answer.status != Status.SUCCESS
+    if not answerable:
+        return "refused" if refused else "answered"
+    if refused:
+        return "refused"
+    text = _plain(answer.answer)
+    if expect_all:
+        ok = all(any(_plain(s) in text for s in group) for group in expect_all)
+    elif expect_any:
+        ok = any(_plain(s) in text for s in expect_any)
+    elif golds:
+        ok = contains_answer(answer.answer, golds) or max(_token_recall(answer.answer, g) for g in golds) >= 0.5
+    else:
+        ok = True
+    return "right" if ok else "wrong"
+
+
+def _token_recall(prediction: str, gold: str) -> float:
+    truth = normalize_answer(gold).split()
+    if not truth:
+        return 0.0
+    pred = normalize_answer(strip_citation_markers(prediction)).split()
+    return sum((Counter(pred) & Counter(truth)).values()) / len(truth)
+
+
+def score_docs(outcomes: Sequence[tuple[bool, str]]) -> dict:
+    """right / wrong / refused over the answerable questions and refused / answered over the unanswerable ones,
+    as counts and shares, from (answerable, outcome of `judge`) pairs."""
+    answerable = [o for a, o in outcomes if a]
+    unanswerable = [o for a, o in outcomes if not a]
+    out: dict = {}
+    for name, items, keys in (
+        ("answerable", answerable, ("right", "wrong", "refused")),
+        ("unanswerable", unanswerable, ("refused", "answered")),
+    ):
+        out[name] = {"questions": len(items)}
+        for key in keys:
+            count = items.count(key)
+            out[name][key] = count
+            out[name][f"{key}_share"] = _round(_ratio(count, len(items)))
+    return out
+
+
 @dataclass(frozen=True)
 class RefusalScores:
     """Refusal as a detector of unanswerable questions. Positive = the question is unanswerable.

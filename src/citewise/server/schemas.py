@@ -7,7 +7,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from citewise.types import AnswerStyle
+from citewise.types import AnswerStyle, SectionRef
 
 MAX_MESSAGE_CHARS = 10_000
 MAX_SELECTED_TEXT_CHARS = 10_000
@@ -62,6 +62,11 @@ class ChatResponse(BaseModel):
     response: str = Field(description="Clean markdown with [n] citation markers.")
     session_id: str
     source_chunks: list[SourceChunk] = Field(description="The cited chunks; the n-th is [n] in the response.")
+    status: str = Field("success", description="success, refused or error (as the Answer's status).")
+    refusal_detail: str | None = Field(None, description="Why the docs don't answer it, in plain words (refusals).")
+    closest_sections: list[SectionRef] = Field(
+        default_factory=list, description="On a refusal: up to three sections worth reading. Not citations."
+    )
 
 
 class ErrorBody(BaseModel):

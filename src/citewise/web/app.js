@@ -86,6 +86,14 @@ const sleep = (ms, signal) =>
   });
 
 // ---------------------------------------------------------------------------------------------------------------
+// A refusal's stable code in words, when the answer brings no refusal_detail of its own.
+const REFUSAL_WORDS = {
+  empty_retrieval: "Nothing in the docs matched the question.",
+  weak_evidence: "The closest passages don't answer this question.",
+  not_in_documentation: "The passages that were read don't answer this question.",
+  uncited_answer: "The answer could not be tied to a passage of the docs, so it is not shown.",
+};
+
 // One assistant message: thinking → streaming → done|refused|error|stopped.
 // ---------------------------------------------------------------------------------------------------------------
 
@@ -283,8 +291,30 @@ class AssistantMessage {
 
   renderNotes(answer) {
     this.notes.replaceChildren();
-    if (answer.refusal_reason && answer.status === "refused") {
-      this.notes.append(el("p", "note", answer.refusal_reason));
+    if (answer.status === "refused") {
+      const why = answer.refusal_detail || REFUSAL_WORDS[answer.refusal_reason];
+      if (why) this.notes.append(el("p", "note note-why", why));
+      const sections = answer.closest_sections ?? [];
+      if (sections.length) {
+        // Places to read, not citations: the answer rests on none of them.
+        const p = el("p", "note-title", "Closest sections in the docs (not an answer):");
+        const ul = el("ul", "note-list closest-sections");
+        for (const section of sections) {
+          const label = section.filename + (section.chapter ? ` › ${section.chapter}` : "");
+          const li = el("li");
+          if (section.source_url && /^https?:\/\//.test(section.source_url)) {
+            const a = el("a", null, label);
+            a.href = section.source_url;
+            a.target = "_blank";
+            a.rel = "noopener noreferrer";
+            li.append(a);
+          } else {
+            li.textContent = label;
+          }
+          ul.append(li);
+        }
+        this.notes.append(p, ul);
+      }
     }
     if (answer.insufficiencies?.length) {
       const p = el("p", "note-title", "What the docs don't cover:");

@@ -57,7 +57,14 @@ async def chat(body: ChatRequest, caller: CallerDep, state: StateDep) -> ChatRes
     if _index_unreachable(answer):
         log.warning("/chat: the index is unreachable (session %s): %s", session_id, _failure_trace(answer))
         return ChatResponse(response=SERVICE_INTERRUPTION, session_id=session_id, source_chunks=[])
-    return ChatResponse(response=answer.answer, session_id=session_id, source_chunks=source_chunks(answer))
+    return ChatResponse(
+        response=answer.answer,
+        session_id=session_id,
+        source_chunks=source_chunks(answer),
+        status=str(answer.status),
+        refusal_detail=answer.refusal_detail,
+        closest_sections=answer.closest_sections,
+    )
 
 
 def source_chunks(answer: Answer) -> list[SourceChunk]:
