@@ -22,6 +22,7 @@ from __future__ import annotations
 import argparse
 import hashlib
 import json
+import os
 import random
 import re
 import shutil
@@ -43,7 +44,9 @@ from citewise.types import Status
 
 SHARED = ROOT.parent / "shared" / "eval"
 DEVSETS = ROOT.parent / "devsets"
-DATA = ROOT / "bench" / "data" / "quote"
+# CITEWISE_QUOTE_DATA moves homes and runs elsewhere, e.g. to run an older checkout's quote mode on the same sets
+# (PYTHONPATH=that/src) for the "before" column of BENCHMARKS.md.
+DATA = Path(os.environ.get("CITEWISE_QUOTE_DATA", ROOT / "bench" / "data" / "quote"))
 HOMES = DATA / "homes"
 RUNS = DATA / "runs"
 CLAPNQ = SHARED / "clapnq" / "clapnq_dev.jsonl"
@@ -336,7 +339,7 @@ def run(name: str, *, rebuild: bool = False, decide_all: bool = False) -> Path:
                 "cited": cited,
                 "gold": q.gold_ids or q.gold_spans or q.expect_any or q.expect_all,
                 "parts": parts,
-                "refusal_detail": answer.refusal_detail,
+                "refusal_detail": getattr(answer, "refusal_detail", None),  # absent before quote mode said why
                 "latency_ms": round(latency, 1),
             }
             f.write(json.dumps(row, ensure_ascii=False) + "\n")

@@ -235,3 +235,29 @@ def test_a_misspelt_question_is_answered_like_the_right_one(make_agent):
     spelling = next(e for e in typo.trace if e.type == "spelling")
     assert spelling.data["corrections"]["threds"] == "threads"
     assert right.status == Status.SUCCESS
+
+
+def test_a_pointer_to_another_page_is_followed_instead_of_quoted(tmp_path, make_agent, embedder):
+    from citewise.index.knowledge_base import KnowledgeBase
+    from citewise.ingest.pipeline import Ingestor
+
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    (docs / "config.md").write_text(
+        "# Configuration\n\n## Lantern mode\n\nSee [Asking questions](answers.md) for what the lantern mode does.\n"
+    )
+    filler = "Sessions, owners, keys, uploads and the web page are described elsewhere in this guide. " * 6
+    (docs / "answers.md").write_text(
+        f"# Asking questions\n\n{filler}\n\nThe lantern mode answers with verbatim sentences copied from the "
+        f"documentation, each followed by its citation.\n\n{filler}\n"
+    )
+    home = tmp_path / "home"
+    # One passage per search: the page that only points elsewhere is what the question finds first.
+    narrow = {"agent": {"search_top_k": 1}, "quote": {"passages": 1}}
+    agent = make_agent(home=home, **narrow)
+    Ingestor(KnowledgeBase(agent.settings, embedder=embedder)).ingest_paths([docs])
+    answer = make_agent(home=home, **narrow).ask("What does the lantern mode do?")
+    assert answer.status == Status.SUCCESS
+    assert "verbatim sentences" in answer.answer and "See\n[Asking" not in answer.answer
+    pointed = [e for e in answer.trace if e.type == "tool_call" and e.data.get("pointer")]
+    assert pointed and pointed[0].data["args"]["filename"] == "answers.md"

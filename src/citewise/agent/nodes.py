@@ -40,6 +40,7 @@ from citewise.agent.tools import (
     ToolContext,
     build_tools,
     call_key,
+    result_key,
     validate_call,
 )
 from citewise.agent.validator import validate_answer
@@ -483,6 +484,10 @@ class AgentNodes:
             return {**base, "scratch": [*scratch, AIMessage(content="", tool_calls=calls)]}
 
         result, read = self._compose_quotes(state)
+        follow = self._pointer_searches(state, result, remaining, done, turns)
+        if follow:  # the only sentences that matched point to another page: read that page first
+            trace.extend(_event("tool_call", "llm", tool=c["name"], args=c["args"], pointer=True) for c in follow)
+            return {**base, "scratch": [*scratch, AIMessage(content="", tool_calls=follow)]}
         opened = list(dict.fromkeys([*(state.get("opened") or []), *read]))
         trace.append(
             _event(
@@ -509,6 +514,22 @@ class AgentNodes:
             "opened": opened,
             "insufficiencies": insufficiencies,
         }
+
+    def _pointer_searches(
+        self, state: AgentState, result: QuoteAnswer, remaining: int, done: set[str], turns: int
+    ) -> list[dict[str, Any]]:
+        """Searches inside the documents a part's only quotes point to ("See [Asking questions](answers.md) for …"),
+        once each and within the budget: a pointer is quoted only when the page it names doesn't answer either."""
+        calls: list[dict[str, Any]] = []
+        queries = self._part_queries(state)
+        parts = queries[1:] if len(queries) > 1 else queries
+        for part, report in zip(parts, result.parts, strict=False):
+            for target in report.pointers:
+                args = SearchDocsArgs(query=part[:MAX_QUERY_CHARS], top_k=self._search_depth(state), filename=target)
+                dumped = args.model_dump()
+                if call_key(SEARCH_DOCS, dumped) not in done and len(calls) < remaining:
+                    calls.append({"name": SEARCH_DOCS, "args": dumped})
+        return [{**c, "id": f"quote_{turns}_p{i}", "type": "tool_call"} for i, c in enumerate(calls)]
 
     def _search_depth(self, state: AgentState) -> int:
         """Passages a search returns: quote mode reads `quote.passages` of them (it weighs every sentence; a model
@@ -548,7 +569,11 @@ class AgentNodes:
                 ordered = sorted(numbered.values(), key=lambda nc: (nc[1].chunk_id not in opened, nc[0]))
                 chunks = ordered[:limit]
             else:
-                chunks = [numbered[i] for i in ids if i in numbered][:limit]
+                prefix = result_key(query[:MAX_QUERY_CHARS], "\x00").split("\x00")[0]  # "<query> [in "
+                followed = [i for key, found in results.items() if key.startswith(prefix) for i in found]
+                pointed = [numbered[i] for i in dict.fromkeys(followed) if i in numbered]
+                own = [numbered[i] for i in ids if i in numbered and i not in followed]
+                chunks = (pointed + own)[:limit]
             read += [c.chunk_id for _, c in chunks]
             profile = profiles.get(query[:MAX_QUERY_CHARS]) or {}
             parts.append(

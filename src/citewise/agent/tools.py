@@ -48,6 +48,12 @@ class SearchDocsArgs(BaseModel):
     selected_text_content: str | None = Field(
         None, max_length=10_000, description="The selected text to search in (defaults to the user's selection)."
     )
+    filename: str | None = Field(
+        None,
+        min_length=1,
+        max_length=255,
+        description="Search only the document with this file name (e.g. one a passage links to: 'answers.md').",
+    )
 
     @field_validator("query")
     @classmethod
@@ -73,6 +79,11 @@ class OpenCitationArgs(BaseModel):
 
 
 ARG_SCHEMAS: dict[str, type[BaseModel]] = {SEARCH_DOCS: SearchDocsArgs, OPEN_CITATION: OpenCitationArgs}
+
+
+def result_key(query: str, filename: str | None = None) -> str:
+    """Where a search's results are kept in the run's state: by query, and by file when it searched only one."""
+    return f"{query} [in {filename}]" if filename else query
 
 
 def call_key(name: str, args: dict[str, Any]) -> str:
@@ -226,7 +237,8 @@ async def run_search(ctx: ToolContext, args: SearchDocsArgs, *, node: str) -> tu
             return "DOCUMENTATION_SEARCH_ERROR: invalid_query: there is no selected text to search in.", []
 
     def search() -> SearchResult:
-        return ctx.retriever.search(args.query, args.top_k, owner=ctx.owner, selected_text=selected)
+        filters = {"filename": args.filename} if args.filename else None
+        return ctx.retriever.search(args.query, args.top_k, owner=ctx.owner, filters=filters, selected_text=selected)
 
     async def attempt() -> SearchResult:
         try:
@@ -260,8 +272,8 @@ async def run_search(ctx: ToolContext, args: SearchDocsArgs, *, node: str) -> tu
         return f"DOCUMENTATION_SEARCH_ERROR: {exc.kind}: the documentation index could not be searched.", []
 
     ctx.results.append(result)
-    ctx.ledger.results[args.query] = [c.chunk_id for c in result.chunks]
-    ctx.ledger.profiles[args.query] = result.profile.model_dump()
+    ctx.ledger.results[result_key(args.query, args.filename)] = [c.chunk_id for c in result.chunks]
+    ctx.ledger.profiles[result_key(args.query, args.filename)] = result.profile.model_dump()
     ctx.ledger.corrections.update(result.corrections)
     if result.corrections:
         ctx.ledger.trace.append(
@@ -343,11 +355,15 @@ def build_tools(ctx: ToolContext | None, *, node: str = "tools") -> list[BaseToo
         return ctx
 
     async def search_docs(
-        query: str, top_k: int = 5, selected_text_only: bool = False, selected_text_content: str | None = None
+        query: str,
+        top_k: int = 5,
+        selected_text_only: bool = False,
+        selected_text_content: str | None = None,
+        filename: str | None = None,
     ) -> str:
         args = SearchDocsArgs(
             query=query, top_k=top_k, selected_text_only=selected_text_only,
-            selected_text_content=selected_text_content,
+            selected_text_content=selected_text_content, filename=filename,
         )  # fmt: skip
         text, _ = await run_search(need_ctx(), args, node=node)
         return text

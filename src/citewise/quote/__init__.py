@@ -58,6 +58,7 @@ class PartResult:
     probability: float | None
     signals: dict[str, float] | None
     missing_anchors: list[str] = field(default_factory=list)
+    pointers: list[str] = field(default_factory=list)  # files its only quotes point to: worth searching in
 
 
 @dataclass
@@ -111,6 +112,7 @@ def answer(
             probability=c.probability,
             signals=c.signals.as_features() if c.signals else None,
             missing_anchors=list(c.signals.missing_anchors) if c.signals else [],
+            pointers=c.pointers,
         )
         for part, c in results
     ]

@@ -31,6 +31,7 @@ from citewise.quote.sentences import (
     is_anaphoric,
     is_asking,
     is_navigation,
+    link_targets,
     predecessor,
     values,
     whole_table,
@@ -86,6 +87,7 @@ class Composed:
     signals: Signals | None = None
     probability: float | None = None
     kind: QuestionKind = QuestionKind.GENERAL
+    pointers: list[str] = field(default_factory=list)  # files the only quoted sentences point to ("See [X](x.md)")
 
 
 def _refuse(reason: str, signals: Signals | None = None, probability: float | None = None) -> Composed:
@@ -599,6 +601,12 @@ def compose(
         return _refuse("The only relevant sentences introduce material the passages don't include.")
     chosen = _lead_with_answer(chosen, question, chunks)
     top = chosen[0]
+    prose_chosen = [s for s in chosen if not s.block]
+    pointers = (
+        list(dict.fromkeys(t for s in prose_chosen for t in link_targets(s.text)))
+        if prose_chosen and all(is_navigation(s.text) for s in prose_chosen)
+        else []
+    )
     evidence = signals(question, chunks, chosen, prose[0].coverage, corpus, profile)
     verdict = decider(evidence)
     if not verdict.answer:
@@ -653,6 +661,7 @@ def compose(
         signals=evidence,
         probability=verdict.probability,
         kind=question.kind,
+        pointers=pointers,
     )
 
 
