@@ -573,7 +573,7 @@ class AgentNodes:
                 followed = [i for key, found in results.items() if key.startswith(prefix) for i in found]
                 pointed = [numbered[i] for i in dict.fromkeys(followed) if i in numbered]
                 own = [numbered[i] for i in ids if i in numbered and i not in followed]
-                chunks = (pointed + own)[:limit]
+                chunks = pointed + own
             read += [c.chunk_id for _, c in chunks]
             profile = profiles.get(query[:MAX_QUERY_CHARS]) or {}
             parts.append(

@@ -61,16 +61,20 @@ _VALUE_RE = re.compile(
 )
 _DEFINITION_RE = re.compile(
     r"^(?:what(?:'s|\s+is|\s+are|\s+was|\s+were)\s+(?P<subject>.+?)"
-    r"|what\s+(?:does|do)\s+(?P<subject2>.+?)\s+(?:mean|stand\s+for|do|refer\s+to)"
+    r"|what\s+(?:does|do)\s+(?P<subject2>.+?)\s+(?:mean|stand\s+for|do|refer\s+to)(?:\s+(?:in|for|on|with)\s+.+?)?"
     r"|(?:define|definition\s+of|meaning\s+of|explain)\s+(?P<subject3>.+?)"
     r"|what\s+is\s+meant\s+by\s+(?P<subject4>.+?))\s*[?.!]*$",
     re.I,
+)
+_WHAT_DOES_RE = re.compile(
+    r"^what\s+(?:does|do)\s+(.+?)\s+(?:mean|stand\s+for|do|refer\s+to)(?:\s+(?:in|for|on|with)\s+.+?)?\s*[?.!]*$", re.I
 )
 _LIST_RE = re.compile(
     r"^(?:(?:what|which)\s+(?:are|were)\s+(?:the\s+|some\s+)?(?:\w+\s+){0,3}?"
     r"(?:types|kinds|options|ways|modes|features|components|steps|tools|formats|methods|benefits|advantages|"
     r"differences|requirements|properties|parts|ones|[a-z]+s)\b|list\b|name\s+(?:the|all|some)\b"
-    r"|(?:what|which)\s+(?:\w+\s+)?\w+s\s+(?:are|exist|does|do|can)\b)",
+    r"|(?:what|which)\s+(?!(?:is|are|was|were|does|do|did|can|could|should|will|would)\b)(?:\w+\s+)?\w+s\s+"
+    r"(?:are|exist|does|do|can)\b)",
     re.I,
 )
 _ENTITY_RE = re.compile(
@@ -139,6 +143,9 @@ def classify(focus: str) -> tuple[QuestionKind, str | None]:
         return QuestionKind.ENTITY, None
     if _PROCEDURE_RE.match(text):
         return QuestionKind.PROCEDURE, None
+    does = _WHAT_DOES_RE.match(text)  # "what does the --prune flag do": what it is, not a value
+    if does:
+        return QuestionKind.DEFINITION, re.sub(r"^(?:the|a|an)\s+", "", does.group(1).strip(" `*\"'"), flags=re.I)
     if _VALUE_RE.match(text):
         return QuestionKind.VALUE, None
     if _LIST_RE.match(text):

@@ -44,7 +44,10 @@ _VALUE_RE = re.compile(
     r"|\b(?:true|false|enabled|disabled|on|off|none|null)\b",
     re.I,
 )
-_DEFINES_RE = r"(?:is|are|was|were|means|refers to|stands for|describes|denotes|lets|allows|provides|acts as|serves as)"
+_DEFINES_RE = (
+    r"(?:is|are|was|were|means|refers to|stands for|describes|denotes|lets|allows|provides|acts as|serves as|"
+    r"occurs when|happens when|consists of|represents|enables|performs|returns|creates|takes)"
+)
 
 
 @dataclass(frozen=True)
