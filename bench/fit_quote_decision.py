@@ -11,7 +11,7 @@
    decides the model. One sample per part of a question.
 3. Chooses the threshold on the fit sets only: the highest mean over fit sets of balanced accuracy (answered
    answerable questions right + refused unanswerable), among thresholds that refuse at most 10% of the answerable
-   questions of the docs sets it was fitted on.
+   questions of the docs sets it was fitted on, taken together.
 4. Judges it on the held-out sets (role "judge": questions written from the Somnia docs, the same questions after
    their answering pages were removed, SQuAD-style adversarial questions) it never saw, and reports leave-one-set-out
    figures for every fit set too (fitted and thresholded without that set).
@@ -34,6 +34,10 @@ from citewise.quote import FEATURES
 
 DECISION = ROOT / "src" / "citewise" / "quote" / "decision.json"
 CONFIGURATION = ROOT / "docs" / "configuration.md"
+# Quote mode as it was before the decision model (the cosine gate, commit 2892aed), run on the same sets with
+# CITEWISE_QUOTE_DATA=bench/data/quote_baseline PYTHONPATH=<a checkout of 2892aed>/src bench/quote_data.py.
+BASELINE = ROOT / "bench" / "data" / "quote_baseline" / "runs"
+BASELINE_COMMIT = "2892aed"
 MANIFEST = ROOT / "bench" / "quote_sets.json"
 L2 = 1.0
 DOCS_MAX_REFUSED = 0.10
@@ -131,6 +135,26 @@ def figures(rows: list[dict], weights: np.ndarray, intercept: float, threshold: 
     return out
 
 
+def as_run(rows: list[dict]) -> dict:
+    """The figures of a run as it was decided when it ran (its logged verdicts), e.g. the baseline's."""
+    ans = [r["verdict"] for r in rows if r["answerable"]]
+    una = [r["verdict"] for r in rows if not r["answerable"]]
+    out: dict = {"questions": len(rows), "answerable": len(ans), "unanswerable": len(una)}
+    if ans:
+        out |= {k: round(ans.count(k) / len(ans), 4) for k in ("right", "wrong")}
+        out["refused_answerable"] = round(ans.count("refused") / len(ans), 4)
+    if una:
+        out["refused_unanswerable"] = round(una.count("refused") / len(una), 4)
+    if ans and una:
+        tp, fp, fn = una.count("refused"), ans.count("refused"), una.count("answered")
+        precision, recall = (tp / (tp + fp) if tp + fp else 0.0), (tp / (tp + fn) if tp + fn else 0.0)
+        out["refusal_f1"] = round(2 * precision * recall / (precision + recall), 4) if precision + recall else 0.0
+    latencies = sorted(r["latency_ms"] for r in rows)
+    out["latency_p50_ms"] = latencies[len(latencies) // 2]
+    out["latency_p95_ms"] = latencies[min(len(latencies) - 1, int(len(latencies) * 0.95))]
+    return out
+
+
 def balanced(fig: dict) -> float:
     parts = []
     if fig.get("answerable"):
@@ -145,7 +169,9 @@ def choose_threshold(data: dict[str, list[dict]], weights: np.ndarray, intercept
     for threshold in np.round(np.arange(0.05, 0.96, 0.01), 2):
         figs = {name: figures(rows, weights, intercept, threshold) for name, rows in data.items()}
         docs = [f for name, f in figs.items() if quote_data.SETS[name].distribution == "docs" and f.get("answerable")]
-        if any(f["refused_answerable"] > DOCS_MAX_REFUSED for f in docs):
+        asked = sum(f["answerable"] for f in docs)
+        refused = sum(f["refused_answerable"] * f["answerable"] for f in docs)
+        if asked and refused / asked > DOCS_MAX_REFUSED:
             continue
         score = float(np.mean([balanced(f) for f in figs.values()]))
         if score > best[0] + 1e-9:
@@ -198,6 +224,7 @@ def main() -> None:
     if args.rerun or any(not (quote_data.RUNS / f"{n}.jsonl").exists() for n in names):
         for name in names:
             quote_data.run(name, decide_all=True)
+    quote_data.write_manifest()
     data = load(names)
     fit_names = [n for n in names if quote_data.SETS[n].role == "fit"]
     judge_names = [n for n in names if quote_data.SETS[n].role == "judge"]
@@ -219,8 +246,15 @@ def main() -> None:
         report["sets"][name] = {
             "role": spec.role,
             "distribution": spec.distribution,
+            "description": spec.description,
             **figures(data[name], weights, intercept, threshold),
+            "latency_p50_ms": as_run(data[name])["latency_p50_ms"],
+            "latency_p95_ms": as_run(data[name])["latency_p95_ms"],
         }
+        before = BASELINE / f"{name}.jsonl"
+        if before.exists():
+            report["sets"][name]["before"] = as_run(quote_data._jsonl(before))
+    report["before_commit"] = BASELINE_COMMIT
     for held in fit_names:
         others = {n: data[n] for n in fit_names if n != held}
         w, b = fit(others)

@@ -78,6 +78,7 @@ class QuestionSet:
     corpus: Callable[[], Corpus]
     questions: Callable[[], list[Question]]
     role: str  # fit (the decision is fitted on it) | dev (failures are studied on it) | judge (only ever scored)
+    description: str = ""
 
 
 def _jsonl(path: Path) -> list[dict]:
@@ -223,29 +224,132 @@ def _jsonl_sources(question_id: str) -> list[str]:
     return []
 
 
+def squadlike2_corpus() -> Corpus:
+    return Corpus("squadlike2", passages=_passages(DEVSETS / "squadlike2.jsonl"))
+
+
 SETS: dict[str, QuestionSet] = {
     s.name: s
     for s in (
-        QuestionSet("clapnq", "on_topic_negative", clapnq_corpus, lambda: _from_jsonl(CLAPNQ), "fit"),
-        QuestionSet("somnia_faq", "on_topic_negative", somnia_corpus, somnia_faq_questions, "judge"),
         QuestionSet(
             "citewise_docs",
             "docs",
             citewise_docs_corpus,
             lambda: _written(DEVSETS / "citewise_docs_questions.jsonl"),
             "fit",
-        ),
-        QuestionSet("fixtures", "docs", fixtures_corpus, lambda: _written(DEVSETS / "fixture_questions.jsonl"), "fit"),
-        QuestionSet("somnia_docs_dev", "docs", somnia_corpus, lambda: _somnia_half(1), "fit"),
-        QuestionSet("somnia_docs", "docs", somnia_corpus, lambda: _somnia_half(0), "judge"),
-        QuestionSet(
-            "somnia_rejection", "on_topic_negative", somnia_rejection_corpus, somnia_rejection_questions, "judge"
+            "85 answerable + 30 near-miss questions a new user asks of Citewise's own guide (a frozen copy of docs/ "
+            "at 2892aed); typos and two-part questions included; docs/questions.jsonl is this set",
         ),
         QuestionSet(
-            "squadlike", "squad_style", squadlike_corpus, lambda: _from_jsonl(DEVSETS / "squadlike.jsonl"), "fit"
+            "fixtures",
+            "docs",
+            fixtures_corpus,
+            lambda: _written(DEVSETS / "fixture_questions.jsonl"),
+            "fit",
+            "33 + 12 questions about the test fixtures' fictional product (tests/fixtures/questions.jsonl)",
+        ),
+        QuestionSet(
+            "somnia_docs_dev",
+            "docs",
+            somnia_corpus,
+            lambda: _somnia_half(1),
+            "fit",
+            "the odd-numbered half of 153 + 50 questions written from the Somnia developer docs (161 pages)",
+        ),
+        QuestionSet(
+            "somnia_docs",
+            "docs",
+            somnia_corpus,
+            lambda: _somnia_half(0),
+            "judge",
+            "the even-numbered half of the Somnia questions: never fitted on, never read when studying failures",
+        ),
+        QuestionSet(
+            "clapnq",
+            "on_topic_negative",
+            clapnq_corpus,
+            lambda: _from_jsonl(CLAPNQ),
+            "fit",
+            "ClapNQ dev: 300 answerable + 300 unanswerable questions whose passage is a near miss, over 597 passages",
+        ),
+        QuestionSet(
+            "somnia_rejection",
+            "on_topic_negative",
+            somnia_rejection_corpus,
+            somnia_rejection_questions,
+            "judge",
+            "answerable Somnia questions asked after their answering pages were removed (RGB's negative rejection): "
+            "only on-topic pages without the answer remain",
+        ),
+        QuestionSet(
+            "somnia_faq",
+            "on_topic_negative",
+            somnia_corpus,
+            somnia_faq_questions,
+            "judge",
+            "the 53 Somnia FAQ questions with both FAQ pages held out; answerable when bench/make_somnia_beir.py's "
+            "rule ties the FAQ answer to a page (22), else labelled unanswerable (31)",
+        ),
+        QuestionSet(
+            "squadlike",
+            "squad_style",
+            squadlike_corpus,
+            lambda: _from_jsonl(DEVSETS / "squadlike.jsonl"),
+            "fit",
+            "120 answerable + 120 adversarial unanswerable SQuAD-2.0-style questions written over ClapNQ passages",
+        ),
+        QuestionSet(
+            "squadlike2",
+            "squad_style",
+            squadlike2_corpus,
+            lambda: _from_jsonl(DEVSETS / "squadlike2.jsonl"),
+            "judge",
+            "100 + 100 more, over other ClapNQ passages, with SQuAD 2.0's mix of adversarial kinds",
         ),
     )
 }
+
+
+MANIFEST = ROOT / "bench" / "quote_sets.json"
+
+
+def write_manifest() -> dict:
+    """bench/quote_sets.json: every set's role, distribution, description, counts and the sha256 of the files it is
+    built from (none of which is in the repository)."""
+
+    def digest(path: Path) -> str:
+        return hashlib.sha256(path.read_bytes()).hexdigest()
+
+    files = {
+        "citewise_docs": [
+            DEVSETS / "citewise_docs_questions.jsonl",
+            *sorted((DEVSETS / "citewise_docs_frozen").glob("*")),
+        ],
+        "fixtures": [DEVSETS / "fixture_questions.jsonl"],
+        "somnia_docs_dev": [DEVSETS / "somnia_questions.jsonl"],
+        "somnia_docs": [DEVSETS / "somnia_questions.jsonl"],
+        "clapnq": [CLAPNQ],
+        "somnia_rejection": [DEVSETS / "somnia_questions.jsonl"],
+        "somnia_faq": [SOMNIA / "faq_qa_pairs.jsonl"],
+        "squadlike": [DEVSETS / "squadlike.jsonl"],
+        "squadlike2": [DEVSETS / "squadlike2.jsonl"],
+    }
+    manifest = {
+        "note": "Question sets quote mode's decision is fitted and judged on; the data stays outside the repository.",
+        "sets": {},
+    }
+    for name, spec in SETS.items():
+        questions = spec.questions()
+        manifest["sets"][name] = {
+            "role": spec.role,
+            "distribution": spec.distribution,
+            "description": spec.description,
+            "answerable": sum(q.answerable for q in questions),
+            "unanswerable": sum(not q.answerable for q in questions),
+            "files": {str(path.relative_to(ROOT.parent)): digest(path) for path in files[name] if path.is_file()},
+        }
+    MANIFEST.write_text(json.dumps(manifest, indent=2) + "\n")
+    return manifest
 
 
 # -- running -------------------------------------------------------------------------------------------------------
