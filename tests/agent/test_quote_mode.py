@@ -230,7 +230,7 @@ def test_a_two_part_question_answers_the_part_the_docs_cover_and_names_the_other
 
 def test_a_misspelt_question_is_answered_like_the_right_one(make_agent):
     right = make_agent().ask(WORKER_QUESTION)
-    typo = make_agent().ask("How do I pin the worker pol to a fixed nmber of threds?")
+    typo = make_agent().ask("How do I pin the wroker pool to a fixed nmber of threds?")
     assert typo.status == Status.SUCCESS and "twelve threads" in typo.answer
     spelling = next(e for e in typo.trace if e.type == "spelling")
     assert spelling.data["corrections"]["threds"] == "threads"
