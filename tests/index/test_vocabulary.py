@@ -35,3 +35,13 @@ def test_the_vocabulary_is_saved_and_rebuilt_when_the_store_moves_on(kb, tmp_pat
     Ingestor(kb).ingest_paths([root])
     assert kb.vocabulary.version != first.version
     assert kb.vocabulary.view(None).df("zephyrion") == 2
+
+
+def test_a_typo_the_docs_hold_once_is_still_corrected_to_the_word_they_use_everywhere():
+    rows = [("public", "Delete the document from the index.")] * 12 + [("public", "A typo example: delet the indx.")]
+    view = Vocabulary.build(rows, version=1).view(None)
+    assert view.correct("delet") == "delete" and view.correct("indx") == "index"
+    assert view.correct("delete") is None
+    # A rare word with no far more frequent neighbour is the docs' own word, not a typo.
+    rare = Vocabulary.build([("public", "The zephyrion module."), ("public", "zephyrian lore")], version=1)
+    assert rare.view(None).correct("zephyrion") is None

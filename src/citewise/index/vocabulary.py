@@ -35,6 +35,11 @@ FORMAT = 1
 _WORD_RE = re.compile(r"[a-z0-9]+")
 MIN_CORRECTED_CHARS = 4  # shorter words are too close to too many others to correct to anything but a stop word
 MAX_CORRECTED_CHARS = 40
+# A word the docs hold in at most RARE_FORM_MAX chunks may itself be a typo in the docs: it is still corrected to a
+# word at least RARE_FORM_RATIO times as frequent (and in at least RARE_FORM_MIN_TARGET chunks).
+RARE_FORM_MAX = 2
+RARE_FORM_RATIO = 5
+RARE_FORM_MIN_TARGET = 10
 
 
 def chunk_terms(text: str) -> set[str]:
@@ -135,8 +140,11 @@ class _View:
         no plain word (digits), is too short or long, or nothing is close enough (one edit up to 7 letters, two
         from 8). Ties go to the more frequent word, then the alphabetically first, so the result is stable."""
         word = word.lower()
-        if word in self.counts or word in STOPWORDS or not word.isalpha() or len(word) > MAX_CORRECTED_CHARS:
+        if word in STOPWORDS or not word.isalpha() or len(word) > MAX_CORRECTED_CHARS:
             return None
+        seen = self.counts.get(word, 0)
+        if seen > RARE_FORM_MAX:
+            return None  # a word the docs use is spelt as they spell it
         from rapidfuzz import process
         from rapidfuzz.distance import OSA
 
@@ -150,8 +158,15 @@ class _View:
             self._choices = sorted(w for w in self.counts if w.isalpha() and len(w) >= MIN_CORRECTED_CHARS - 1)
         limit = 1 if len(word) < 8 else 2
         matches = process.extract(word, self._choices, scorer=OSA.distance, score_cutoff=limit, limit=None)
-        # A stop word only when it starts like the word ("waht" is "what"; "band" is not "and").
-        matches = [m for m in matches if m[0] not in STOPWORDS or m[0][0] == word[0]]
+        # A stop word only when it starts like the word ("waht" is "what"; "band" is not "and"); a word the docs hold
+        # once or twice ("indx" in an example of a typo) only for a far more frequent one.
+        matches = [
+            m
+            for m in matches
+            if m[0] != word
+            and (m[0] not in STOPWORDS or m[0][0] == word[0])
+            and (not seen or self.counts[m[0]] >= max(RARE_FORM_RATIO * seen, RARE_FORM_MIN_TARGET))
+        ]
         if not matches:
             return None
         return min(matches, key=lambda m: (m[1], -self.counts[m[0]], m[0]))[0]
