@@ -261,3 +261,25 @@ def test_a_pointer_to_another_page_is_followed_instead_of_quoted(tmp_path, make_
     assert "verbatim sentences" in answer.answer and "See\n[Asking" not in answer.answer
     pointed = [e for e in answer.trace if e.type == "tool_call" and e.data.get("pointer")]
     assert pointed and pointed[0].data["args"]["filename"] == "answers.md"
+
+
+def test_a_numbered_record_is_answered_from_that_record_only(tmp_path, make_agent, embedder):
+    """The 'enclosure 417' regression: passages about other enclosures are on topic, cited, and wrong."""
+    from citewise.index.knowledge_base import KnowledgeBase
+    from citewise.ingest.pipeline import Ingestor
+
+    docs = tmp_path / "records"
+    docs.mkdir()
+    contents = {234: "the spare fuses and two relays", 186: "the cooling fan assembly", 417: "the backup batteries"}
+    for number, content in contents.items():
+        (docs / f"enclosure-{number}.md").write_text(
+            f"# Enclosure {number}\n\nEnclosure {number} of the north cabinet holds {content}. It is inspected "
+            "every quarter by the facilities team.\n"
+        )
+    home = tmp_path / "home"
+    Ingestor(KnowledgeBase(make_agent(home=home).settings, embedder=embedder)).ingest_paths([docs])
+    answer = make_agent(home=home).ask("What does enclosure 417 hold?")
+    assert answer.status == Status.SUCCESS and "backup batteries" in answer.answer
+    assert {c.filename for c in answer.citations} == {"enclosure-417.md"}
+    missing = make_agent(home=home).ask("What does enclosure 999 hold?")
+    assert missing.status == Status.REFUSED and "999" in missing.refusal_detail

@@ -45,7 +45,8 @@ CODE_MIN_COVERAGE = 0.5  # a code block covering this much of the question is qu
 HEADING_SHARE = 0.3  # how much a sentence's section headings count in its relevance
 FACTOID_EXPECTS = ("date", "number", "duration", "name", "name_or_value")
 RARE_SHARE = 0.02  # a question word in at most this share of chunks (at least 2) is one the question hinges on
-COMMON_ANCHOR_SHARE = 0.1  # an anchor in more than this share of chunks is the corpus's topic, not the question's
+COMMON_ANCHOR_SHARE = 0.1  # an anchor in more than this share of chunks is the corpus's topic, not the question's ...
+COMMON_ANCHOR_MIN_CHUNKS = 5  # ... when in at least this many (in a tiny corpus every word is in a large share)
 _IMPERATIVE_RE = re.compile(
     r"^[\"'*_`]*(?:run|set|use|add|call|install|create|open|pass|enable|disable|configure|start|stop|restart|"
     r"point|change|edit|copy|remove|delete|upload|send|import|export|deploy|connect|give|type|click|select|"
@@ -438,6 +439,18 @@ def _anchor_present(anchor: str, evidence: str, evidence_terms: set[str]) -> boo
     return bool(words) and words <= evidence_terms
 
 
+def _holding_anchors(
+    question: Question, chunks: Sequence[tuple[int, ScoredChunk]], corpus: CorpusStats | None
+) -> list[tuple[int, ScoredChunk]]:
+    """Only the passages that hold every anchor of the question, when any does: a question about enclosure 417 is
+    not answered with sentences about enclosures 234 and 186, however similar. When none does, all of them (the
+    decision then refuses for the missing anchor)."""
+    if not question.anchors:
+        return list(chunks)
+    holding = [pair for i, pair in enumerate(chunks) if not missing_anchors(question, chunks, {i}, corpus)]
+    return holding or list(chunks)
+
+
 def missing_anchors(
     question: Question, chunks: Sequence[tuple[int, ScoredChunk]], slots: set[int], corpus: CorpusStats | None
 ) -> tuple[str, ...]:
@@ -457,8 +470,8 @@ def missing_anchors(
             continue
         if corpus is not None and corpus.chunks:
             words = list(content_terms(anchor)) or [compact(anchor)]
-            share = min(_term_df(w, corpus) for w in words) / corpus.chunks
-            if share > COMMON_ANCHOR_SHARE:
+            held = min(_term_df(w, corpus) for w in words)
+            if held >= max(COMMON_ANCHOR_MIN_CHUNKS, COMMON_ANCHOR_SHARE * corpus.chunks):
                 continue
         missing.append(anchor)
     return tuple(missing)
@@ -590,6 +603,7 @@ def compose(
     style = AnswerStyle(style)
     if not chunks:
         return _refuse("No passages were found for the question.")
+    chunks = _holding_anchors(question, chunks, corpus)
     structured = style == AnswerStyle.STRUCTURED
     scored = score(question, chunks, code=not structured)
     prose = [item for item in scored if not item.sentence.code]
