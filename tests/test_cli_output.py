@@ -4,6 +4,7 @@ to the terminal as control sequences."""
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 from typer.testing import CliRunner
 
@@ -59,3 +60,34 @@ def test_control_characters_in_file_names_are_neutralised(tmp_path):
     # JSON output keeps the real name: it is data, not terminal text
     data = json.loads(_run("docs", "list", "--home", home, "--json").stdout)
     assert data[0]["filename"] == name
+
+
+def test_home_that_is_a_file_or_unwritable_is_a_clear_error(tmp_path):
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    (docs / "a.md").write_text("# A\n\nText.\n")
+    a_file = tmp_path / "home.txt"
+    a_file.write_text("not a directory")
+    writers = (["ingest", str(docs)], ["docs", "remove", "x"], ["doctor", "--repair"])
+    readers = (["docs", "list"], ["search", "text"], ["doctor"])
+    # A file, or a path inside one, can never be a home: every command says so. A path that cannot be created
+    # (/proc refuses new folders) stops the first writer; to a reader it is simply a home that does not exist.
+    cases = [(a_file, writers + readers), (a_file / "sub", writers + readers), (Path("/proc/citewise-home"), writers)]
+    for home, commands in cases:
+        for args in commands:
+            result = runner.invoke(app, [*args, "--home", str(home)])
+            assert result.exit_code == 2, (home, args, result.output, result.exception)
+            assert result.exception is None or isinstance(result.exception, SystemExit), result.exception
+            assert "home" in result.stderr.lower(), result.stderr
+            assert str(home) in result.stderr.replace("\n", "")
+
+
+def test_read_only_commands_do_not_create_a_missing_home(tmp_path):
+    home = tmp_path / "nowhere"
+    listing = _run("docs", "list", "--home", str(home))
+    assert listing.exit_code == 0 and "no citewise home" in listing.stdout.lower()
+    assert json.loads(_run("docs", "list", "--home", str(home), "--json").stdout) == []
+    search = _run("search", "anything", "--home", str(home))
+    assert search.exit_code == 0 and "index is empty" in search.stdout
+    assert _run("gaps", "--home", str(home)).exit_code == 0
+    assert not home.exists()

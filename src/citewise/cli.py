@@ -49,6 +49,14 @@ HomeOpt = Annotated[
 ]
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print one JSON object as the last line of stdout.")]
 OwnerOpt = Annotated[str | None, typer.Option("--owner", help="Owner id (letters, digits, _ . @ -).")]
+NoWaitOpt = Annotated[
+    bool,
+    typer.Option("--no-wait", help="Fail at once (exit 2) if another writer is using the home, instead of waiting."),
+]
+
+
+def _waiting(message: str) -> None:
+    say(err, "[yellow]{}[/]", message, soft_wrap=True)  # one line: scripts grep it for the pid
 
 
 # C0 and C1 control characters except tab and newline: an ANSI escape in a file name must not reach the terminal.
@@ -71,7 +79,9 @@ def _settings(home: Path | None, **overrides) -> Settings:
     try:
         settings = Settings(**({"home": home} if home is not None else {}))
     except PydanticValidationError as exc:
-        raise CitewiseError(f"Invalid configuration: {exc.errors()[0]['loc']}: {exc.errors()[0]['msg']}") from exc
+        first = exc.errors()[0]
+        message = first["msg"].removeprefix("Value error, ")
+        raise CitewiseError(f"Invalid configuration: {first['loc']}: {message}") from exc
     for section, values in overrides.items():
         if values:
             settings = settings.model_copy(update={section: getattr(settings, section).model_copy(update=values)})
@@ -135,6 +145,11 @@ def ingest(
     base_url: Annotated[
         str | None, typer.Option("--base-url", help="Published docs URL; source_url = base + relative path.")
     ] = None,
+    reassign_owner: Annotated[
+        bool,
+        typer.Option("--reassign-owner", help="Give documents already indexed under another owner to --owner."),
+    ] = False,
+    no_wait: NoWaitOpt = False,
     home: HomeOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
@@ -148,11 +163,20 @@ def ingest(
         settings = _settings(home, ingest={"base_url": base_url} if base_url else None)
         kb = KnowledgeBase(settings)
         with _progress(not as_json) as progress:
-            ingestor = Ingestor(kb, owner=owner or PUBLIC_OWNER, progress=progress)
+            ingestor = Ingestor(
+                kb,
+                owner=owner or PUBLIC_OWNER,
+                progress=progress,
+                reassign_owner=reassign_owner,
+                wait_s=0 if no_wait else None,
+                on_wait=_waiting,
+            )
             report = ingestor.ingest_paths(paths, prune=prune, globs=glob)
         if as_json:
             print(report.model_dump_json())
         else:
+            for note in report.skipped:
+                say(err, "[yellow]Skipped[/] {}", note)
             for failure in report.failures:
                 say(err, "[red]FAILED[/] {}: {}", failure.source, failure.error)
             if report.chunks_embedded == 0 and not report.indexed and not report.pruned:
@@ -411,9 +435,13 @@ def docs_list(
         from citewise.index.registry import Registry
 
         settings = _settings(home)
-        records = Registry(settings.index_dir / "registry.sqlite3").list(owner=owner, status=status)
+        registry = Registry(settings.index_dir / "registry.sqlite3")
+        records = registry.list(owner=owner, status=status)
         if as_json:
             print(json.dumps([r.model_dump(mode="json", exclude={"file_hash"}) for r in records]))
+            return 0
+        if not registry.exists:  # a read-only command never creates a home, so a mistyped --home is visible
+            say(out, "No Citewise home at {} (nothing was ever ingested there).", settings.home.resolve())
             return 0
         if not records:
             out.print("No documents. Add some with `citewise ingest PATH`.")
@@ -440,6 +468,7 @@ def docs_list(
 @docs_app.command("remove")
 def docs_remove(
     doc_id: Annotated[str, typer.Argument(help="Id from `citewise docs list`.", show_default=False)],
+    no_wait: NoWaitOpt = False,
     home: HomeOpt = None,
 ) -> None:
     """Delete one document and its chunks from the index."""
@@ -448,9 +477,62 @@ def docs_remove(
         from citewise.index.knowledge_base import KnowledgeBase
         from citewise.ingest.pipeline import remove_document
 
-        record = remove_document(KnowledgeBase(_settings(home)), doc_id)
+        kb = KnowledgeBase(_settings(home))
+        record = remove_document(kb, doc_id, wait_s=0 if no_wait else None, on_wait=_waiting)
         say(out, "Removed {} ({} chunks).", record.source, record.chunk_count)
         return 0
+
+    _run(go)
+
+
+@app.command()
+def doctor(
+    repair: Annotated[
+        bool, typer.Option("--repair", help="Fix what can be fixed (holds the home's write lock).")
+    ] = False,
+    no_wait: NoWaitOpt = False,
+    home: HomeOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Check that the index and the registry agree: duplicate chunks, orphan chunks, chunk counts.
+
+    Exit code 0 when nothing is wrong (or everything found was repaired), 1 when problems remain.
+    """
+
+    def go() -> int:
+        from citewise.index.doctor import check
+        from citewise.index.knowledge_base import KnowledgeBase
+
+        settings = _settings(home)
+        kb = KnowledgeBase(settings)
+        if not repair and not kb.registry.exists:
+            if as_json:
+                print(json.dumps({"documents": 0, "chunk_rows": 0, "problems": [], "repaired": False}))
+            else:
+                say(out, "No Citewise home at {} (nothing was ever ingested there).", settings.home.resolve())
+            return 0
+        report = check(kb, repair=repair, wait_s=0 if no_wait else None, on_wait=_waiting)
+        home_dir = settings.home
+        if as_json:
+            print(report.model_dump_json())
+        else:
+            say(out, "Checked {} document(s), {} chunk row(s) in {}.", report.documents, report.chunk_rows, home_dir)
+            if report.problems:
+                table = Table()
+                for column in ("problem", "doc_id", "detail", "repair"):
+                    table.add_column(column, overflow="fold")
+                for p in report.problems:
+                    table.add_row(shown(p.kind), shown(p.doc_id), shown(p.detail), shown(p.fixed or "-"))
+                out.print(table)
+            remaining = len(report.remaining)
+            if not report.problems:
+                say(out, "[green]No problems found.[/]")
+            elif remaining:
+                hint = "" if repair else " Run `citewise doctor --repair` to fix them."
+                say(out, "[red]{} problem(s) remain.[/]{}", remaining, hint)
+            else:
+                say(out, "[green]Repaired {} problem(s).[/]", len(report.problems))
+        return 1 if report.remaining else 0
 
     _run(go)
 

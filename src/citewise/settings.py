@@ -54,7 +54,20 @@ class IngestSettings(BaseModel):
         8, ge=1, le=1024, description="Chunks per forward pass of a local model (small batches stay in CPU cache)."
     )
     commit_every: int = Field(
-        512, ge=1, description="Chunks embedded between two commits to the index (progress survives a crash)."
+        512,
+        ge=1,
+        description=(
+            "Chunks embedded between two commits to the index (progress survives a crash); a bigger document is "
+            "committed in several batches of this size."
+        ),
+    )
+    write_lock_wait_s: float = Field(
+        3600.0,
+        ge=0,
+        description=(
+            "How long a writer (ingest, docs remove, doctor --repair, server upload/delete) waits for another writer "
+            "on the same home before it gives up; 0 fails at once, like `--no-wait`."
+        ),
     )
 
     @field_validator("chunk_overlap")
@@ -325,6 +338,19 @@ class Settings(BaseSettings):
                 raise ValueError(
                     f"invalid owner id {owner!r} for a key: use 1-128 letters, digits or the characters _ . @ -"
                 )
+        return v
+
+    @field_validator("home")
+    @classmethod
+    def _home_is_a_directory(cls, v: Path) -> Path:
+        # A home that is a file (or lies inside one) can never work: say so here, once, instead of as an OSError
+        # from whichever command touches it first. Writability is checked when a writer first creates it.
+        for path in (v, *v.parents):
+            if path.exists():
+                if not path.is_dir():
+                    where = "is a file" if path == v else f"is inside {path}, which is a file"
+                    raise ValueError(f"home {v} {where}, not a directory: point --home (CITEWISE_HOME) at a folder")
+                break
         return v
 
     @field_validator("embeddings")

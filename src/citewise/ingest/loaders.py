@@ -90,21 +90,62 @@ def load_file(path: Path, *, source: str) -> ParsedDocument:
 
 
 # -- decoding ----------------------------------------------------------------------------------------------------
+_BOMS = (  # longest first: the UTF-32-LE mark starts with the UTF-16-LE one
+    (b"\xff\xfe\x00\x00", "utf-32"),
+    (b"\x00\x00\xfe\xff", "utf-32"),
+    (b"\xef\xbb\xbf", "utf-8-sig"),
+    (b"\xff\xfe", "utf-16"),
+    (b"\xfe\xff", "utf-16"),
+)
+
+
+def _wide_encoding(data: bytes) -> str | None:
+    """UTF-16 or UTF-32 written without a byte order mark, told by where its NUL bytes fall: text in those encodings
+    is mostly code points below U+0100, each padded with NULs on one side. UTF-8 text has no NUL bytes at all."""
+    sample = data[:4096]
+    if len(sample) % 4 == 0 and sample[2::4].count(0) + sample[3::4].count(0) > len(sample) * 0.4:
+        return "utf-32-le"
+    if len(sample) % 4 == 0 and sample[0::4].count(0) + sample[1::4].count(0) > len(sample) * 0.4:
+        return "utf-32-be"
+    if len(sample) % 2 == 0:
+        odd, even = sample[1::2].count(0), sample[0::2].count(0)
+        if odd > len(sample) * 0.3 and even < len(sample) * 0.05:
+            return "utf-16-le"
+        if even > len(sample) * 0.3 and odd < len(sample) * 0.05:
+            return "utf-16-be"
+    return None
+
+
 def _decode(data: bytes, name: str) -> str:
+    """UTF-8 (with or without a BOM), or UTF-16/UTF-32 with a BOM or recognisably without one. Anything else,
+    including NUL bytes left after decoding, fails with a message that says what to do."""
+    encoding = next((enc for bom, enc in _BOMS if data.startswith(bom)), None)
+    if encoding is None and b"\0" in data:
+        encoding = _wide_encoding(data)
+        if encoding is None:
+            raise IngestError(
+                f"{name}: contains NUL bytes, so it is binary or text in an encoding other than UTF-8/UTF-16/UTF-32; "
+                "re-save it as UTF-8"
+            )
     try:
-        return data.decode("utf-8-sig")
+        text = data.decode(encoding or "utf-8-sig")
     except UnicodeDecodeError as exc:
-        raise IngestError(f"{name}: not valid UTF-8 (bad byte at offset {exc.start}); re-save it as UTF-8") from exc
+        wanted = (encoding or "UTF-8").upper().removesuffix("-SIG")
+        raise IngestError(f"{name}: not valid {wanted} (bad byte at offset {exc.start}); re-save it as UTF-8") from exc
+    if "\0" in text:
+        raise IngestError(f"{name}: contains NUL characters; re-save it as plain UTF-8 text")
+    return text
 
 
 _META_CHARSET = re.compile(rb"""<meta[^>]+charset\s*=\s*["']?\s*([A-Za-z0-9_.:-]+)""", re.IGNORECASE)
 
 
 def _decode_html(data: bytes, name: str) -> str:
-    """UTF-8 first; a page that declares another charset in a <meta> tag is decoded with that one."""
+    """UTF-8 (or UTF-16/32, as `_decode` recognises them) first; a page that declares another charset in a <meta>
+    tag is decoded with that one."""
     try:
-        return data.decode("utf-8-sig")
-    except UnicodeDecodeError:
+        return _decode(data, name)
+    except IngestError:
         declared = _META_CHARSET.search(data[:4096])
         if declared:
             try:
