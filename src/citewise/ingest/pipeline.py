@@ -142,13 +142,15 @@ def discover(
         if given.is_file():
             found.setdefault(given, given.parent)
             continue
+        # A tree that contains the home leaves it out; a folder inside the home was allowed on purpose (uploads).
+        leave_out = exclude if exclude is not None and given != exclude and exclude not in given.parents else None
         for pattern in globs:
             for file in given.glob(pattern):
                 rel_parts = file.relative_to(given).parts[:-1]
                 if file.is_file() and not any(p in SKIP_DIRS or p.startswith(".") for p in rel_parts):
                     resolved = file.resolve()
-                    if exclude is not None and (resolved == exclude or exclude in resolved.parents):
-                        note = f"{exclude} (the Citewise home, inside {given}: never ingested)"
+                    if leave_out is not None and (resolved == leave_out or leave_out in resolved.parents):
+                        note = f"{leave_out} (the Citewise home, inside {given}: never ingested)"
                         if skipped is not None and note not in skipped:
                             skipped.append(note)
                         continue
