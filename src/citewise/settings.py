@@ -228,6 +228,25 @@ class ServerSettings(BaseModel):
     port: int = Field(8000, ge=1, le=65535, description="Port `citewise serve` listens on.")
     rate_limit_per_minute: int = Field(60, ge=0, description="Requests per minute per API key (0: unlimited).")
     max_upload_mb: float = Field(50.0, gt=0, description="Largest accepted upload.")
+    write_queue_size: int = Field(
+        16, ge=1, le=1000, description="Uploads and deletes waiting to be written; past it the server answers 503."
+    )
+    write_wait_s: float = Field(
+        20.0,
+        gt=0,
+        description=(
+            "How long an upload or delete request waits for its write; after that it gets 202 and the write goes on "
+            "(GET /api/documents shows it PENDING until it lands)."
+        ),
+    )
+    shutdown_grace_s: float = Field(
+        10.0,
+        gt=0,
+        description=(
+            "On shutdown, how long the write in progress gets to stop at its next commit; queued writes are "
+            "abandoned and the next start re-ingests uploads that never landed."
+        ),
+    )
     log_questions: bool = Field(
         True, description="Log questions and outcomes under CITEWISE_HOME (for `citewise gaps`)."
     )
