@@ -45,6 +45,10 @@ Progress = Callable[[str, int, int], None]  # (stage, done, total)
 _TEXTS_PER_CALL = 256  # per embedder call: enough texts to sort by length into batches, still frequent progress
 
 
+class _Interrupted(Exception):
+    """`should_stop` said so: the run ends at once, before its next embedding call or commit."""
+
+
 class IngestFailure(BaseModel):
     source: str
     error: str
@@ -415,30 +419,36 @@ class Ingestor:
         self._check_owners(todo, records)
 
         registry.upsert(self._record(job, DocStatus.PENDING) for job in todo)
+        try:
+            self._write(todo, report)
+        except _Interrupted:
+            report.interrupted = True  # the uncommitted batch and the documents after it stay PENDING
+        return report
+
+    def _write(self, todo: list[_Job], report: IngestReport) -> None:
         batch = _Batch()
         size = self.settings.ingest.commit_every
         for done, job in enumerate(todo, 1):
             if self._should_stop():
-                report.interrupted = True
-                return report  # this batch and the documents after it stay PENDING; the next run redoes them
+                raise _Interrupted
             self.progress("parse", done, len(todo))
             doc = _Doc(job)
             try:
                 for chunks in self._prepare(doc, size):
                     vectors = self._stored_vectors(doc, chunks)
                     batch.add(doc, chunks, vectors)
-                    if batch.to_embed >= size:
-                        if self._should_stop():
-                            report.interrupted = True
-                            return report
+                    # Commit after `size` chunks to embed, or four times that reused (a big document re-ingested
+                    # after a small edit embeds little): either way one batch bounds what is held in memory.
+                    if batch.to_embed >= size or len(batch.chunks) >= 4 * size:
                         self._commit(batch, report)
                         batch = _Batch()
             except IngestError as exc:
                 self._fail(doc, batch, str(exc), report)
+            except _Interrupted:
+                raise
             except Exception as exc:  # a parser bug must not sink the batch; the message still says which file
                 self._fail(doc, batch, f"{job.filename}: unexpected {type(exc).__name__}: {exc}", report)
         self._commit(batch, report)
-        return report
 
     def _prepare(self, doc: _Doc, size: int) -> Iterator[list[Chunk]]:
         """The document's chunks in lists of at most `size`; `doc.complete` turns True with the last list."""
@@ -486,6 +496,8 @@ class Ingestor:
         size = max(_TEXTS_PER_CALL, self.settings.ingest.embed_batch_size)
         embedded = report.chunks_embedded
         for start in range(0, len(missing), size):
+            if self._should_stop():  # checked per embedder call: a server shutdown waits for one call, not a batch
+                raise _Interrupted
             part = missing[start : start + size]
             vectors = self.kb.embed_documents([text for _, text in part])
             for (i, _), vector in zip(part, vectors, strict=True):

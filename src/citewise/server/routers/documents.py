@@ -234,10 +234,13 @@ async def _queued(state: ServerState, job):
             detail=f"Too many uploads and deletes are waiting ({exc}) Retry shortly.",
             headers={"Retry-After": "10"},
         ) from None
-    try:
-        return await asyncio.wait_for(asyncio.shield(asyncio.wrap_future(future)), state.settings.server.write_wait_s)
-    except TimeoutError:
-        return None
+    waiter = asyncio.wrap_future(future)
+    done, _ = await asyncio.wait({waiter}, timeout=state.settings.server.write_wait_s)
+    if done:
+        return waiter.result()
+    # Answered before the write ended: its outcome is read from the registry later, not from this future.
+    waiter.add_done_callback(lambda f: f.cancelled() or f.exception())
+    return None
 
 
 def _store(upload: UploadFile, path: Path) -> Path:
