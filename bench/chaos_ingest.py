@@ -165,7 +165,7 @@ def vanishing_files(workdir: Path) -> dict:
                 return
             path.unlink()
             deleted.append(path.name)
-            time.sleep(0.01)
+            time.sleep(0.1)  # spread over the run: some go before discovery, some between hashing and parsing
 
     proc = subprocess.Popen(
         [sys.executable, "-m", "citewise.cli", "ingest", str(docs), "--json"],
