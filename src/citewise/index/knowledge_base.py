@@ -14,6 +14,7 @@ from pathlib import Path
 
 import numpy as np
 
+from citewise.errors import RetrievalError
 from citewise.index.embeddings import Embedder, create_embedder
 from citewise.index.registry import Manifest, Registry, now_iso
 from citewise.index.store import VectorStore
@@ -36,6 +37,7 @@ class KnowledgeBase:
         self._vocabulary: Vocabulary | None = None
         self._vocabulary_lock = threading.Lock()
         self._writers = 0  # nesting depth of writing() in this handle
+        self._seen_version = 0
 
     # -- lazily built parts ------------------------------------------------------------------------------------
     @property
@@ -131,8 +133,12 @@ class KnowledgeBase:
         self._reload_manifest()
         if self.manifest is None:  # nothing was ever embedded: no index to look at (and none to create)
             return 0
-        self.store.refresh()
-        return self.store.version()
+        try:
+            self.store.refresh()
+            self._seen_version = self.store.version()
+        except RetrievalError:
+            pass  # unreadable right now: nothing newer can be read either, so the last version seen still holds
+        return self._seen_version
 
     def _reload_manifest(self) -> bool:
         try:

@@ -83,9 +83,9 @@ def _vector_matrix(rows: pa.Table) -> np.ndarray:
 class LanceStore:
     def __init__(self, path: Path | str, *, ann_index_threshold: int = 50_000) -> None:
         self._ann_threshold = ann_index_threshold
-        if isinstance(path, Path):
-            path.mkdir(parents=True, exist_ok=True)
         try:
+            if isinstance(path, Path):
+                path.mkdir(parents=True, exist_ok=True)
             self._db = lancedb.connect(str(path))
             self._table = self._db.open_table(TABLE) if TABLE in self._db.list_tables().tables else None
         except Exception as exc:
@@ -111,6 +111,12 @@ class LanceStore:
 
     def refresh(self) -> None:
         """See commits made by another process (an ingest running beside a server). Cheap when nothing changed."""
+        try:
+            self._refresh()
+        except Exception as exc:
+            raise RetrievalError(f"Could not read the index: {exc}") from exc
+
+    def _refresh(self) -> None:
         if self._table is None:
             if TABLE not in self._db.list_tables().tables:
                 return
