@@ -160,12 +160,14 @@ def vanishing_files(workdir: Path) -> dict:
     deleted: list[str] = []
 
     def delete_some() -> None:
+        # The ingest takes the home's write lock after discovering its files and before reading them: deleting
+        # then lands between discovery and hashing, or between hashing and parsing.
+        deadline = time.monotonic() + 120
+        while not (home / "write.lock").exists() and not stop.is_set() and time.monotonic() < deadline:
+            time.sleep(0.002)
         for path in sorted(docs.glob("*.md"))[::7]:
-            if stop.is_set():
-                return
             path.unlink()
             deleted.append(path.name)
-            time.sleep(0.1)  # spread over the run: some go before discovery, some between hashing and parsing
 
     proc = subprocess.Popen(
         [sys.executable, "-m", "citewise.cli", "ingest", str(docs), "--json"],
@@ -174,7 +176,6 @@ def vanishing_files(workdir: Path) -> dict:
         stderr=subprocess.PIPE,
         text=True,
     )
-    time.sleep(1.5)  # the CLI is discovering and hashing by now, or about to
     deleter = threading.Thread(target=delete_some)
     deleter.start()
     out, err = proc.communicate(timeout=240)
