@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import re
 import sys
 from collections.abc import Callable
 from contextlib import contextmanager
@@ -48,13 +49,39 @@ HomeOpt = Annotated[
 ]
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print one JSON object as the last line of stdout.")]
 OwnerOpt = Annotated[str | None, typer.Option("--owner", help="Owner id (letters, digits, _ . @ -).")]
+NoWaitOpt = Annotated[
+    bool,
+    typer.Option("--no-wait", help="Fail at once (exit 2) if another writer is using the home, instead of waiting."),
+]
+
+
+def _waiting(message: str) -> None:
+    say(err, "[yellow]{}[/]", message, soft_wrap=True)  # one line: scripts grep it for the pid
+
+
+# C0 and C1 control characters except tab and newline: an ANSI escape in a file name must not reach the terminal.
+_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+
+
+def shown(value: object) -> str:
+    """Text that came from a document, a path, a user or an error, made safe to print: control characters are
+    written as visible \\xNN escapes and Rich markup is escaped, so `[/api/v1]` prints as itself."""
+    return escape(_CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}", str(value)))
+
+
+def say(console: Console, template: str, *values: object, **options) -> None:
+    """Print `template` (Rich markup written here, in the code) with every `{}` filled by a value passed through
+    `shown`: the one way the CLI prints anything that did not come from its own source code."""
+    console.print(template.format(*(shown(v) for v in values)), highlight=False, **options)
 
 
 def _settings(home: Path | None, **overrides) -> Settings:
     try:
         settings = Settings(**({"home": home} if home is not None else {}))
     except PydanticValidationError as exc:
-        raise CitewiseError(f"Invalid configuration: {exc.errors()[0]['loc']}: {exc.errors()[0]['msg']}") from exc
+        first = exc.errors()[0]
+        message = first["msg"].removeprefix("Value error, ")
+        raise CitewiseError(f"Invalid configuration: {first['loc']}: {message}") from exc
     for section, values in overrides.items():
         if values:
             settings = settings.model_copy(update={section: getattr(settings, section).model_copy(update=values)})
@@ -86,7 +113,7 @@ def _run(fn: Callable[[], int | None]) -> None:
         code = fn() or 0
     except CitewiseError as exc:
         # The message is plain text ("pip install 'citewise[openai]'" must survive), never Rich markup.
-        err.print(f"[bold red]Error:[/] {escape(str(exc))}", highlight=False)
+        say(err, "[bold red]Error:[/] {}", exc)
         raise typer.Exit(2) from None
     raise typer.Exit(code)
 
@@ -118,6 +145,11 @@ def ingest(
     base_url: Annotated[
         str | None, typer.Option("--base-url", help="Published docs URL; source_url = base + relative path.")
     ] = None,
+    reassign_owner: Annotated[
+        bool,
+        typer.Option("--reassign-owner", help="Give documents already indexed under another owner to --owner."),
+    ] = False,
+    no_wait: NoWaitOpt = False,
     home: HomeOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
@@ -131,13 +163,22 @@ def ingest(
         settings = _settings(home, ingest={"base_url": base_url} if base_url else None)
         kb = KnowledgeBase(settings)
         with _progress(not as_json) as progress:
-            ingestor = Ingestor(kb, owner=owner or PUBLIC_OWNER, progress=progress)
+            ingestor = Ingestor(
+                kb,
+                owner=owner or PUBLIC_OWNER,
+                progress=progress,
+                reassign_owner=reassign_owner,
+                wait_s=0 if no_wait else None,
+                on_wait=_waiting,
+            )
             report = ingestor.ingest_paths(paths, prune=prune, globs=glob)
         if as_json:
             print(report.model_dump_json())
         else:
+            for note in report.skipped:
+                say(err, "[yellow]Skipped[/] {}", note)
             for failure in report.failures:
-                err.print(f"[red]FAILED[/] {failure.source}: {failure.error}", highlight=False)
+                say(err, "[red]FAILED[/] {}: {}", failure.source, failure.error)
             if report.chunks_embedded == 0 and not report.indexed and not report.pruned:
                 summary = f"Nothing to embed: {report.unchanged} unchanged document(s)."
             else:
@@ -148,7 +189,7 @@ def ingest(
                 summary += f"; {report.pruned} pruned." if report.pruned else "."
             if report.failed:
                 summary += f" {report.failed} failed (see `citewise docs list --status FAILED`)."
-            out.print(f"{summary} [dim]{report.elapsed_s:.1f}s, home {settings.home}[/]", highlight=False)
+            say(out, "{} [dim]{}s, home {}[/]", summary, f"{report.elapsed_s:.1f}", settings.home)
         return 1 if report.failed else 0
 
     _run(go)
@@ -199,9 +240,9 @@ def search(
         for rank, chunk in enumerate(result.chunks, 1):
             where = chunk.filename + (f" p.{chunk.page}" if chunk.page else "")
             scores = f"score {chunk.score:.4f}" + (f", cosine {chunk.dense_score:.2f}" if chunk.dense_score else "")
-            out.print(f"[bold]{rank}. {where}[/] — {chunk.chapter or chunk.title}  [dim]({scores})[/]", highlight=False)
+            say(out, "[bold]{}. {}[/] — {}  [dim]({})[/]", rank, where, chunk.chapter or chunk.title, scores)
             snippet = " ".join(chunk.text.split())
-            out.print("   " + (snippet if len(snippet) <= 320 else snippet[:320] + "…"), highlight=False, markup=False)
+            say(out, "   {}", snippet if len(snippet) <= 320 else snippet[:320] + "…")
         return 0
 
     _run(go)
@@ -239,30 +280,30 @@ def _print_answer(answer, *, shown: str = "") -> None:
         if out.is_terminal:  # reflow the markdown for the terminal; pipes and files get the exact answer text
             from rich.markdown import Markdown
 
-            out.print(Markdown(answer.answer))
+            out.print(Markdown(_CONTROL.sub("", answer.answer)))  # Markdown is not markup; escapes still are
         else:
-            out.print(answer.answer, markup=False, highlight=False)
+            say(out, "{}", answer.answer)
     if answer.citations:
         out.print("\n[bold]Sources[/]")
         for c in answer.citations:
             where = c.filename + (f" › {c.chapter}" if c.chapter else "")
             url = f"  {c.source_url}" if c.source_url else ""
-            out.print(f"  [{c.n}] {where}{url}", markup=False, highlight=False)
+            say(out, "  {} {}{}", f"[{c.n}]", where, url)
     for conflict in answer.conflicting_info:
         values = "; ".join(f"{v.value} ({v.filename}{', ' + v.date if v.date else ''})" for v in conflict.values)
         resolved = f" — newest says {conflict.resolved_value}" if conflict.resolved_value else ""
-        err.print(f"[yellow]Sources disagree on {conflict.subject}:[/] {values}{resolved}", highlight=False)
+        say(err, "[yellow]Sources disagree on {}:[/] {}{}", conflict.subject, values, resolved)
     if answer.status == "refused":
         if answer.refusal_detail:
-            err.print(f"[dim]Why: {escape(answer.refusal_detail)}[/]", highlight=False)
+            say(err, "[dim]Why: {}[/]", answer.refusal_detail)
         if answer.closest_sections:  # places to read, not citations: the answer rests on none of them
             err.print("[dim]Closest sections in the docs (not an answer):[/]", highlight=False)
             for section in answer.closest_sections:
                 where = section.filename + (f" › {section.chapter}" if section.chapter else "")
                 url = f"  {section.source_url}" if section.source_url else ""
-                err.print(f"  - {where}{url}", markup=False, highlight=False, style="dim")
+                say(err, "[dim]  - {}{}[/]", where, url)
     for gap in answer.insufficiencies:
-        err.print(f"[yellow]Not covered:[/] {escape(gap)}", highlight=False)
+        say(err, "[yellow]Not covered:[/] {}", gap)
     if answer.exit_reason != "COMPLETED" or answer.status == "error":
         err.print(f"[dim]exit_reason {answer.exit_reason} (status {answer.status})[/]", highlight=False)
 
@@ -283,9 +324,9 @@ async def _stream_run(cw, question: str, *, show_tokens: bool, show_trace: bool,
             text = event["data"]["chunk"].content
             if isinstance(text, str) and text:
                 shown.append(text)
-                out.print(text, end="", markup=False, highlight=False, soft_wrap=True)
+                say(out, "{}", text, end="", soft_wrap=True)
         elif kind == "on_custom_event" and event.get("name") == "trace" and show_trace:
-            err.print(_trace_line(event["data"]), markup=False, highlight=False)
+            say(err, "{}", _trace_line(event["data"]))
         elif kind == "on_chain_end" and "answer" in (event["data"].get("output") or {}):
             answer = event["data"]["output"]["answer"]
     if shown:
@@ -374,7 +415,7 @@ def chat(
                     _stream_run(cw, question, show_tokens=True, show_trace=trace, session_id=session, **options)
                 )
             except CitewiseError as exc:  # a bad question must not end the conversation
-                err.print(f"[bold red]Error:[/] {escape(str(exc))}", highlight=False)
+                say(err, "[bold red]Error:[/] {}", exc)
                 continue
             _print_answer(answer, shown=shown)
 
@@ -394,9 +435,13 @@ def docs_list(
         from citewise.index.registry import Registry
 
         settings = _settings(home)
-        records = Registry(settings.index_dir / "registry.sqlite3").list(owner=owner, status=status)
+        registry = Registry(settings.index_dir / "registry.sqlite3")
+        records = registry.list(owner=owner, status=status)
         if as_json:
             print(json.dumps([r.model_dump(mode="json", exclude={"file_hash"}) for r in records]))
+            return 0
+        if not registry.exists:  # a read-only command never creates a home, so a mistyped --home is visible
+            say(out, "No Citewise home at {} (nothing was ever ingested there).", settings.home.resolve())
             return 0
         if not records:
             out.print("No documents. Add some with `citewise ingest PATH`.")
@@ -407,7 +452,12 @@ def docs_list(
         colours = {DocStatus.INDEXED: "green", DocStatus.FAILED: "red", DocStatus.PENDING: "yellow"}
         for r in records:
             table.add_row(
-                r.doc_id, r.filename, r.owner, f"[{colours[r.status]}]{r.status}[/]", str(r.chunk_count), r.error or ""
+                shown(r.doc_id),
+                shown(r.filename),
+                shown(r.owner),
+                f"[{colours[r.status]}]{r.status}[/]",
+                str(r.chunk_count),
+                shown(r.error or ""),
             )
         out.print(table)
         return 0
@@ -418,6 +468,7 @@ def docs_list(
 @docs_app.command("remove")
 def docs_remove(
     doc_id: Annotated[str, typer.Argument(help="Id from `citewise docs list`.", show_default=False)],
+    no_wait: NoWaitOpt = False,
     home: HomeOpt = None,
 ) -> None:
     """Delete one document and its chunks from the index."""
@@ -426,9 +477,62 @@ def docs_remove(
         from citewise.index.knowledge_base import KnowledgeBase
         from citewise.ingest.pipeline import remove_document
 
-        record = remove_document(KnowledgeBase(_settings(home)), doc_id)
-        out.print(f"Removed {record.source} ({record.chunk_count} chunks).", highlight=False)
+        kb = KnowledgeBase(_settings(home))
+        record = remove_document(kb, doc_id, wait_s=0 if no_wait else None, on_wait=_waiting)
+        say(out, "Removed {} ({} chunks).", record.source, record.chunk_count)
         return 0
+
+    _run(go)
+
+
+@app.command()
+def doctor(
+    repair: Annotated[
+        bool, typer.Option("--repair", help="Fix what can be fixed (holds the home's write lock).")
+    ] = False,
+    no_wait: NoWaitOpt = False,
+    home: HomeOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Check that the index and the registry agree: duplicate chunks, orphan chunks, chunk counts.
+
+    Exit code 0 when nothing is wrong (or everything found was repaired), 1 when problems remain.
+    """
+
+    def go() -> int:
+        from citewise.index.doctor import check
+        from citewise.index.knowledge_base import KnowledgeBase
+
+        settings = _settings(home)
+        kb = KnowledgeBase(settings)
+        if not repair and not kb.registry.exists:
+            if as_json:
+                print(json.dumps({"documents": 0, "chunk_rows": 0, "problems": [], "repaired": False}))
+            else:
+                say(out, "No Citewise home at {} (nothing was ever ingested there).", settings.home.resolve())
+            return 0
+        report = check(kb, repair=repair, wait_s=0 if no_wait else None, on_wait=_waiting)
+        home_dir = settings.home
+        if as_json:
+            print(report.model_dump_json())
+        else:
+            say(out, "Checked {} document(s), {} chunk row(s) in {}.", report.documents, report.chunk_rows, home_dir)
+            if report.problems:
+                table = Table()
+                for column in ("problem", "doc_id", "detail", "repair"):
+                    table.add_column(column, overflow="fold")
+                for p in report.problems:
+                    table.add_row(shown(p.kind), shown(p.doc_id), shown(p.detail), shown(p.fixed or "-"))
+                out.print(table)
+            remaining = len(report.remaining)
+            if not report.problems:
+                say(out, "[green]No problems found.[/]")
+            elif remaining:
+                hint = "" if repair else " Run `citewise doctor --repair` to fix them."
+                say(out, "[red]{} problem(s) remain.[/]{}", remaining, hint)
+            else:
+                say(out, "[green]Repaired {} problem(s).[/]", len(report.problems))
+        return 1 if report.remaining else 0
 
     _run(go)
 
@@ -458,7 +562,7 @@ def eval_retrieval(
         if as_json:
             print(json.dumps(results))
             return 0
-        table = Table(title=f"{beir.name} ({results['queries']} queries, {results['corpus']} documents)")
+        table = Table(title=shown(f"{beir.name} ({results['queries']} queries, {results['corpus']} documents)"))
         metrics = ["ndcg@10", "recall@10", "recall@100", "mrr@10"]
         for column in ["mode", *metrics]:
             table.add_column(column, justify="right")
@@ -575,8 +679,10 @@ def _print_answer_report(r: dict) -> None:
 
     refusal = r["refusal"]
     table = Table(
-        title=f"{r['dataset']} ({r['format']}): {r['questions']} questions ({r['answerable']} answerable, "
-        f"{r['unanswerable']} unanswerable) over {r['corpus']} documents · mode {r['mode']}"
+        title=shown(
+            f"{r['dataset']} ({r['format']}): {r['questions']} questions ({r['answerable']} answerable, "
+            f"{r['unanswerable']} unanswerable) over {r['corpus']} documents · mode {r['mode']}"
+        )
     )
     table.add_column("figure")
     table.add_column("value", justify="right")
@@ -618,29 +724,30 @@ def _print_answer_report(r: dict) -> None:
             ),
         )
     for row in rows:
-        table.add_row(*(escape(cell) for cell in row))
+        table.add_row(*(shown(cell) for cell in row))
     out.print(table)
     failures = r.get("failures") or []
     if failures:
         out.print(f"\n[bold]Failures[/] ({len(failures)}):")
         for failure in failures[:FAILURES_SHOWN]:
             expected = json.dumps(failure["expected"], ensure_ascii=False) if failure["expected"] else ""
-            out.print(
+            say(
+                out,
+                "{}",
                 f"  {failure['outcome'].upper():8} {failure['id']}: {failure['question']}"
                 + (f"\n           expected {expected}" if expected else "")
                 + f"\n           said: {failure['said']}",
-                markup=False,
-                highlight=False,
             )
         if len(failures) > FAILURES_SHOWN:
             out.print(
                 f"  … {len(failures) - FAILURES_SHOWN} more (--json or --details lists them all)", highlight=False
             )
     reasons = ", ".join(f"{name} {count}" for name, count in r["exit_reasons"].items())
-    out.print(
+    say(
+        out,
+        "{}",
         f"exit reasons: {reasons} · latency p50 {r['latency_p50_ms']:.0f} ms · p95 {r['latency_p95_ms']:.0f} ms · "
         f"ingest {r['ingest_s']:.1f}s" + (f" · {r['skipped']} skipped" if r["skipped"] else ""),
-        highlight=False,
     )
 
 
@@ -664,7 +771,7 @@ def gaps(
                 message = f"No group of unanswered questions was asked {min_count} times or more"
             else:
                 message = "No unanswered questions"
-            out.print(f"{message} ({report['log']}: {report['questions']} logged).", highlight=False)
+            say(out, "{} ({}: {} logged).", message, report["log"], report["questions"])
             return 0
         table = Table(title=f"Docs gaps: {report['gaps']} of {report['questions']} logged questions")
         for column, justify in (
@@ -675,13 +782,13 @@ def gaps(
             table.add_column(column, justify=justify, overflow="fold")
         for group in report["groups"]:  # logged text is the users': escape it, it is not Rich markup
             wordings = [
-                escape(group["question"]),
-                *(f"[dim]{escape(q['question'])}[/]" for q in group["questions"][1:4]),
+                shown(group["question"]),
+                *(f"[dim]{shown(q['question'])}[/]" for q in group["questions"][1:4]),
             ]
             notes = group["insufficiencies"][:2]
             if notes:
-                wordings.append("[yellow]missing: " + escape("; ".join(notes)) + "[/]")
-            table.add_row(str(group["count"]), "\n".join(wordings), escape("\n".join(group["queries"][:5])))
+                wordings.append("[yellow]missing: " + shown("; ".join(notes)) + "[/]")
+            table.add_row(str(group["count"]), "\n".join(wordings), shown("\n".join(group["queries"][:5])))
         out.print(table)
         return 0
 
@@ -726,7 +833,7 @@ def serve(
                 "reach it can ask, upload and delete documents. Set CITEWISE_API_KEYS (see docs/server.md).",
                 highlight=False,
             )
-        out.print(f"Citewise on http://{bind_host}:{bind_port}/  [dim](home {settings.home})[/]", highlight=False)
+        say(out, "Citewise on http://{}:{}/  [dim](home {})[/]", bind_host, bind_port, settings.home)
         config = uvicorn_config(
             create_app(settings), settings, host=bind_host, port=bind_port, log_level=log_level.lower()
         )

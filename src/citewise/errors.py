@@ -6,6 +6,8 @@
     │   ├── ValidationError       a request value is out of range or malformed (empty query, top_k=0, bad id)
     │   └── IndexMismatchError    the index was built with another embedding model than the one configured
     ├── IngestError               a document could not be loaded or chunked (it fails alone; the batch goes on)
+    ├── HomeBusyError             another writer holds the home's write lock and this one would not (or no longer)
+    │                             wait; try again when it has finished
     ├── RetrievalError            the index could not be opened or queried
     └── ProviderError(retryable)  an embedding/LLM vendor call failed
         ├── RateLimited           the vendor said 429 / quota
@@ -43,6 +45,11 @@ class IndexMismatchError(ConfigError):
 
 class IngestError(CitewiseError):
     """One document could not be loaded or chunked."""
+
+
+class HomeBusyError(CitewiseError):
+    """Another process is writing to the same home (ingest, remove, repair, server upload) and this writer gave up
+    waiting for it, or was told not to wait."""
 
 
 class RetrievalError(CitewiseError):

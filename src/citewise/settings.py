@@ -54,7 +54,20 @@ class IngestSettings(BaseModel):
         8, ge=1, le=1024, description="Chunks per forward pass of a local model (small batches stay in CPU cache)."
     )
     commit_every: int = Field(
-        512, ge=1, description="Chunks embedded between two commits to the index (progress survives a crash)."
+        512,
+        ge=1,
+        description=(
+            "Chunks embedded between two commits to the index (progress survives a crash); a bigger document is "
+            "committed in several batches of this size."
+        ),
+    )
+    write_lock_wait_s: float = Field(
+        3600.0,
+        ge=0,
+        description=(
+            "How long a writer (ingest, docs remove, doctor --repair, server upload/delete) waits for another writer "
+            "on the same home before it gives up; 0 fails at once, like `--no-wait`."
+        ),
     )
 
     @field_validator("chunk_overlap")
@@ -215,6 +228,25 @@ class ServerSettings(BaseModel):
     port: int = Field(8000, ge=1, le=65535, description="Port `citewise serve` listens on.")
     rate_limit_per_minute: int = Field(60, ge=0, description="Requests per minute per API key (0: unlimited).")
     max_upload_mb: float = Field(50.0, gt=0, description="Largest accepted upload.")
+    write_queue_size: int = Field(
+        16, ge=1, le=1000, description="Uploads and deletes waiting to be written; past it the server answers 503."
+    )
+    write_wait_s: float = Field(
+        20.0,
+        gt=0,
+        description=(
+            "How long an upload or delete request waits for its write; after that it gets 202 and the write goes on "
+            "(GET /api/documents shows it PENDING until it lands)."
+        ),
+    )
+    shutdown_grace_s: float = Field(
+        10.0,
+        gt=0,
+        description=(
+            "On shutdown, how long the write in progress gets to stop at its next commit; queued writes are "
+            "abandoned and the next start re-ingests uploads that never landed."
+        ),
+    )
     log_questions: bool = Field(
         True, description="Log questions and outcomes under CITEWISE_HOME (for `citewise gaps`)."
     )
@@ -325,6 +357,19 @@ class Settings(BaseSettings):
                 raise ValueError(
                     f"invalid owner id {owner!r} for a key: use 1-128 letters, digits or the characters _ . @ -"
                 )
+        return v
+
+    @field_validator("home")
+    @classmethod
+    def _home_is_a_directory(cls, v: Path) -> Path:
+        # A home that is a file (or lies inside one) can never work: say so here, once, instead of as an OSError
+        # from whichever command touches it first. Writability is checked when a writer first creates it.
+        for path in (v, *v.parents):
+            if path.exists():
+                if not path.is_dir():
+                    where = "is a file" if path == v else f"is inside {path}, which is a file"
+                    raise ValueError(f"home {v} {where}, not a directory: point --home (CITEWISE_HOME) at a folder")
+                break
         return v
 
     @field_validator("embeddings")

@@ -47,9 +47,8 @@ def test_opt_out_writes_nothing(tmp_path):
 
 
 def test_io_error_is_a_warning_not_an_exception(tmp_path, caplog):
-    blocker = tmp_path / "home"
-    blocker.write_text("a file where the home directory should be")
-    settings = Settings(home=blocker)
+    settings = Settings(home=tmp_path / "home")
+    settings.questions_log_path.mkdir(parents=True)  # a folder where the log file should be (a file home is refused)
     with caplog.at_level(logging.WARNING, logger="citewise.eval.gaps"):
         log_question(settings, _refused("anything"), ["q"])  # must not raise
     assert "Could not log the question" in caplog.text

@@ -184,7 +184,11 @@ def test_folder_without_supported_files_is_a_clear_error(kb, tmp_path):
 def test_owner_tag_and_reingest_as_other_owner(kb, corpus):
     Ingestor(kb, owner="alice").ingest_paths([corpus])
     assert {r.owner for r in kb.registry.list()} == {"alice"}
-    report = Ingestor(kb, owner="bob").ingest_paths([corpus])
+    # A document's owner never changes silently: refused before anything is written, naming documents and owner.
+    with pytest.raises(ConfigError, match=r"already indexed under another owner.*owner alice.*--reassign-owner"):
+        Ingestor(kb, owner="bob").ingest_paths([corpus])
+    assert {r.owner for r in kb.registry.list()} == {"alice"} == {c.owner for c in kb.store.chunks()}
+    report = Ingestor(kb, owner="bob", reassign_owner=True).ingest_paths([corpus])
     # Same bytes, new owner: documents are rewritten (owner is part of every chunk) but no vector is recomputed.
     assert report.indexed == report.seen and report.chunks_embedded == 0
     assert {c.owner for c in kb.store.chunks()} == {"bob"}

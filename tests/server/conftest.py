@@ -33,7 +33,11 @@ def auth(key: str) -> dict[str, str]:
 @pytest.fixture
 def server_settings(tmp_path: Path) -> Settings:
     # Unlimited rate: only the rate-limit test wants 429s.
-    return Settings(home=tmp_path / "home", server=ServerSettings(rate_limit_per_minute=0, log_questions=False))
+    # A generous write wait: on a busy test machine an upload must not turn into a 202 (test_write_queue tests that).
+    return Settings(
+        home=tmp_path / "home",
+        server=ServerSettings(rate_limit_per_minute=0, log_questions=False, write_wait_s=300),
+    )
 
 
 @pytest.fixture
@@ -122,7 +126,7 @@ def server_test_settings(home: Path, **overrides) -> Settings:
     base: dict = {
         "home": home,
         "generation": {"llm_retry_wait_s": 0.0, "cache": False},
-        "server": {"log_questions": False, "rate_limit_per_minute": 0},
+        "server": {"log_questions": False, "rate_limit_per_minute": 0, "write_wait_s": 300},
     }
     for key, value in overrides.items():
         base[key] = {**base[key], **value} if isinstance(value, dict) and isinstance(base.get(key), dict) else value

@@ -69,7 +69,22 @@ def test_unsafe_characters_are_replaced_not_trusted(server_settings, make_client
     client = make_client(server_settings)
     response = client.post("/api/documents", files=[("files", ("notes;rm -rf $HOME.md", NOTE, "text/markdown"))])
     assert response.status_code == 200
-    assert response.json()["documents"][0]["filename"] == "notes_rm -rf _HOME.md"
+    # Characters outside letters, digits, '.', '_', ' ' and '-' are stored as %XX: never trusted, never merged.
+    assert response.json()["documents"][0]["filename"] == "notes%3Brm -rf %24HOME.md"
+
+
+def test_look_alike_names_stay_distinct_documents(server_settings, make_client):
+    """'evil∕slash.md' (U+2215) and 'evil／slash.md' (U+FF0F) were both stored as 'evil_slash.md': the second upload
+    replaced the first document. Distinct names are distinct files and documents; plain names keep their name."""
+    client = make_client(server_settings)
+    names = ["evil\u2215slash.md", "evil\uff0fslash.md", "evil_slash.md", "plain name.md"]
+    for i, name in enumerate(names):
+        body = f"# Note {i}\n\nNote {i} is about the skua{i} setting.\n".encode()
+        assert client.post("/api/documents", files=[("files", (name, body, "text/markdown"))]).status_code == 200
+    listed = client.get("/api/documents").json()
+    assert len({d["doc_id"] for d in listed}) == 4
+    assert {d["filename"] for d in listed} >= {"evil_slash.md", "plain name.md"}
+    assert all(d["status"] == "INDEXED" for d in listed)
 
 
 def test_unsupported_type_is_415(server_settings, make_client):
@@ -107,7 +122,7 @@ def test_delete_removes_chunks_registry_row_and_stored_file(server_settings, mak
     assert stored.exists()
     response = client.delete(f"/api/documents/{doc['doc_id']}")
     assert response.status_code == 200
-    assert response.json() == {"doc_id": doc["doc_id"], "filename": "gone.md", "deleted": True}
+    assert response.json() == {"doc_id": doc["doc_id"], "filename": "gone.md", "deleted": True, "queued": False}
     assert client.get("/api/documents").json() == []
     assert not stored.exists()
     assert client.delete(f"/api/documents/{doc['doc_id']}").status_code == 404

@@ -3,12 +3,15 @@
 Every write is a single LanceDB commit (`merge_insert` replaces a batch of documents' chunks atomically), so a
 process killed mid-ingest leaves the last committed version fully queryable. The FTS index is rebuilt
 incrementally by `optimize()`; rows written since are still searched (flat), so results are never stale.
+
+Writers are serialised by the home's write lock (write_lock.py); a commit that still meets a concurrent one (a
+"retryable commit conflict" from Lance) is retried on the latest version with backoff, by tenacity.
 """
 
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from datetime import timedelta
 from pathlib import Path
 
@@ -19,6 +22,7 @@ import lancedb
 import numpy as np
 import pyarrow as pa
 from lancedb.index import FTS, Bitmap, BTree, IvfHnswSq
+from tenacity import retry, retry_if_exception, stop_after_attempt, wait_exponential_jitter
 
 from citewise.errors import RetrievalError
 from citewise.index.store import Hit, in_list, search_text
@@ -49,6 +53,27 @@ def _schema(dim: int) -> pa.Schema:
     return pa.schema([*(pa.field(n, t) for n, t in _META_FIELDS), pa.field("vector", pa.list_(pa.float32(), dim))])
 
 
+def _is_commit_conflict(exc: BaseException) -> bool:
+    return "commit conflict" in str(exc).lower()
+
+
+def _retry_conflicts(method: Callable) -> Callable:
+    """Retry a write that lost a commit race, on the table's latest version (Lance asks for exactly that)."""
+
+    def checkout_latest(state) -> None:
+        store = state.args[0]
+        if store._table is not None:
+            store._table.checkout_latest()
+
+    return retry(
+        retry=retry_if_exception(_is_commit_conflict),
+        stop=stop_after_attempt(6),
+        wait=wait_exponential_jitter(multiplier=0.05, max=2.0),
+        before_sleep=checkout_latest,
+        reraise=True,
+    )(method)
+
+
 def _vector_matrix(rows: pa.Table) -> np.ndarray:
     """The fixed-size-list `vector` column as an (n, dim) float32 matrix, without a Python list per row."""
     column = rows.column("vector").combine_chunks()
@@ -58,9 +83,9 @@ def _vector_matrix(rows: pa.Table) -> np.ndarray:
 class LanceStore:
     def __init__(self, path: Path | str, *, ann_index_threshold: int = 50_000) -> None:
         self._ann_threshold = ann_index_threshold
-        if isinstance(path, Path):
-            path.mkdir(parents=True, exist_ok=True)
         try:
+            if isinstance(path, Path):
+                path.mkdir(parents=True, exist_ok=True)
             self._db = lancedb.connect(str(path))
             self._table = self._db.open_table(TABLE) if TABLE in self._db.list_tables().tables else None
         except Exception as exc:
@@ -85,12 +110,22 @@ class LanceStore:
         return 0 if self._table is None else self._table.version
 
     def refresh(self) -> None:
-        """See commits made by another process (an ingest running beside a server)."""
+        """See commits made by another process (an ingest running beside a server). Cheap when nothing changed."""
+        try:
+            self._refresh()
+        except Exception as exc:
+            raise RetrievalError(f"Could not read the index: {exc}") from exc
+
+    def _refresh(self) -> None:
         if self._table is None:
-            if TABLE in self._db.list_tables().tables:
-                self._table = self._db.open_table(TABLE)
+            if TABLE not in self._db.list_tables().tables:
+                return
+            self._table = self._db.open_table(TABLE)
         else:
+            before = self._table.version
             self._table.checkout_latest()
+            if self._table.version == before:
+                return
         self._has_ann = self._detect_ann()
 
     # -- writes ------------------------------------------------------------------------------------------------
@@ -110,41 +145,96 @@ class LanceStore:
     def replace_documents(self, doc_ids: Sequence[str], chunks: Sequence[Chunk], vectors: np.ndarray) -> None:
         if not doc_ids:
             return
-        if len(chunks) != len(vectors):
-            raise ValueError("one vector per chunk")
         stray = {c.doc_id for c in chunks} - set(doc_ids)
         if stray:
             raise ValueError(f"chunks of documents not being replaced: {sorted(stray)}")
-        if not chunks:
-            self.delete_documents(doc_ids)
-            return
-        table = self._require_table(vectors.shape[1])
-        (
-            table.merge_insert("chunk_id")
-            .when_matched_update_all()
-            .when_not_matched_insert_all()
-            .when_not_matched_by_source_delete(in_list("doc_id", doc_ids))
-            .execute(self._to_arrow(chunks, vectors))
-        )
+        counts = dict.fromkeys(doc_ids, 0)
+        for chunk in chunks:
+            counts[chunk.doc_id] += 1
+        self.write_chunks(chunks, vectors, finished=counts)
 
+    @_retry_conflicts
+    def write_chunks(self, chunks: Sequence[Chunk], vectors: np.ndarray, *, finished: Mapping[str, int]) -> None:
+        """One commit: upsert `chunks` by chunk_id and, for each document in `finished` (doc_id → its chunk count),
+        delete its rows past that count. A document bigger than one batch is written over several calls, and only
+        the call with its last chunks names it in `finished`, so earlier batches are never deleted by later ones."""
+        if len(chunks) != len(vectors):
+            raise ValueError("one vector per chunk")
+        if not chunks:
+            self.delete_documents(list(finished))
+            return
+        stale = self._stale_rows(chunks, finished)
+        table = self._require_table(vectors.shape[1])
+        merge = table.merge_insert("chunk_id").when_matched_update_all().when_not_matched_insert_all()
+        if stale:
+            merge = merge.when_not_matched_by_source_delete(stale)
+        merge.execute(self._to_arrow(chunks, vectors))
+
+    @staticmethod
+    def _stale_rows(chunks: Sequence[Chunk], finished: Mapping[str, int]) -> str | None:
+        """The rows of finished documents that this commit's chunks do not replace. For a document whose every
+        chunk is in this batch that is simply its other rows; for one whose first chunks were committed earlier,
+        only its rows past its chunk count (the earlier batches hold the rest)."""
+        in_batch: dict[str, int] = {}
+        for chunk in chunks:
+            in_batch[chunk.doc_id] = in_batch.get(chunk.doc_id, 0) + 1
+        whole = sorted(d for d, n in finished.items() if in_batch.get(d) == n)
+        clauses = [in_list("doc_id", whole)] if whole else []
+        for doc_id, count in sorted(finished.items()):
+            if doc_id not in whole:
+                clauses.append(f"({in_list('doc_id', [doc_id])} AND chunk_index >= {int(count)})")
+        return " OR ".join(clauses) or None
+
+    @_retry_conflicts
     def delete_documents(self, doc_ids: Sequence[str]) -> None:
         if doc_ids and self._table is not None:
             self._table.delete(in_list("doc_id", doc_ids))
 
-    def vectors_by_hash(self, doc_ids: Sequence[str]) -> dict[str, np.ndarray]:
-        if not doc_ids or self._table is None:
+    def vectors_by_hash(self, doc_ids: Sequence[str], *, hashes: Sequence[str] | None = None) -> dict[str, np.ndarray]:
+        if not doc_ids or self._table is None or (hashes is not None and not hashes):
             return {}
-        rows = (
-            self._table.search()
-            .where(in_list("doc_id", doc_ids))
-            .select(["content_hash", "vector"])
-            .limit(None)
-            .to_arrow()
-        )
+        where = in_list("doc_id", doc_ids)
+        if hashes is not None:  # one batch of a big document: read only the vectors it can use
+            where += " AND " + in_list("content_hash", sorted(set(hashes)))
+        rows = self._table.search().where(where).select(["content_hash", "vector"]).limit(None).to_arrow()
         if not rows.num_rows:
             return {}
         return dict(zip(rows.column("content_hash").to_pylist(), _vector_matrix(rows), strict=True))
 
+    # -- checks and repairs (citewise doctor) ------------------------------------------------------------------
+    def chunk_rows(self) -> list[tuple[str, str]]:
+        """(chunk_id, doc_id) of every stored row, duplicates included."""
+        if self._table is None:
+            return []
+        rows = self._table.search().select(["chunk_id", "doc_id"]).limit(None).to_arrow()
+        return list(zip(rows.column("chunk_id").to_pylist(), rows.column("doc_id").to_pylist(), strict=True))
+
+    @_retry_conflicts
+    def dedupe(self) -> int:
+        """Keep one row per chunk_id; returns how many rows were removed. Two commits (delete the copies, add one
+        back): the affected chunks are missing from searches for that moment, never duplicated again."""
+        counts: dict[str, int] = {}
+        for chunk_id, _ in self.chunk_rows():
+            counts[chunk_id] = counts.get(chunk_id, 0) + 1
+        doubled = sorted(c for c, n in counts.items() if n > 1)
+        if not doubled:
+            return 0
+        removed = 0
+        for start in range(0, len(doubled), 1000):
+            part = doubled[start : start + 1000]
+            rows = self._table.search().where(in_list("chunk_id", part)).limit(None).to_arrow()
+            seen: set[str] = set()
+            keep = []
+            for index, chunk_id in enumerate(rows.column("chunk_id").to_pylist()):
+                if chunk_id not in seen:
+                    seen.add(chunk_id)
+                    keep.append(index)
+            self._table.delete(in_list("chunk_id", part))
+            self._table.add(rows.take(keep).select(self._table.schema.names))
+            removed += rows.num_rows - len(keep)
+        return removed
+
+    @_retry_conflicts
     def optimize(self) -> None:
         if self._table is None:
             return

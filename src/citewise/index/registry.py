@@ -4,8 +4,9 @@ The registry knows every document: its status (PENDING → INDEXED | FAILED with
 hash that lets an unchanged file be skipped without parsing or embedding it. SQLite because it is transactional,
 in the standard library, and readable by `docs list` without importing the vector engine.
 
-The manifest records the embedding model and dimension the index was built with, and a version number bumped by
-every ingest that changed something; the retriever keys its cache on it.
+The manifest records the embedding model and dimension the index was built with. (Its `version` field is kept
+for homes written by older releases; the version readers check is the index's own commit number, see
+`KnowledgeBase.version`.)
 """
 
 from __future__ import annotations
@@ -39,20 +40,37 @@ def now_iso() -> str:
 
 
 class Registry:
-    def __init__(self, path: Path) -> None:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        self._path = path
-        with closing(self._connect()) as db, db:
-            db.executescript(_SCHEMA)
+    """Created on the first write: reading a home that does not exist (`docs list` with a mistyped --home) finds
+    no documents and leaves nothing behind."""
 
-    def _connect(self) -> sqlite3.Connection:
+    def __init__(self, path: Path) -> None:
+        self._path = path
+        self._ready = False
+
+    @property
+    def exists(self) -> bool:
+        return self._path.exists()
+
+    def _connect(self, *, write: bool = False) -> sqlite3.Connection:
+        if write and not self._ready:
+            self._path.parent.mkdir(parents=True, exist_ok=True)
+            with closing(sqlite3.connect(self._path, timeout=30)) as db, db:
+                db.executescript(_SCHEMA)
+            self._ready = True
         db = sqlite3.connect(self._path, timeout=30)
         db.row_factory = sqlite3.Row
         return db
 
     def _rows(self, sql: str, params: Sequence = ()) -> list[DocumentRecord]:
+        if not self._ready and not self._path.exists():
+            return []
         with closing(self._connect()) as db:
-            return [DocumentRecord(**dict(row)) for row in db.execute(sql, params)]
+            try:
+                return [DocumentRecord(**dict(row)) for row in db.execute(sql, params)]
+            except sqlite3.OperationalError as exc:
+                if "no such table" in str(exc):  # created by a writer that has not written yet
+                    return []
+                raise
 
     def get(self, doc_id: str) -> DocumentRecord | None:
         rows = self._rows("SELECT * FROM documents WHERE doc_id = ?", (doc_id,))
@@ -71,11 +89,11 @@ class Registry:
     def upsert(self, records: Iterable[DocumentRecord]) -> None:
         placeholders = ", ".join("?" for _ in _COLUMNS)
         rows = [[getattr(r, c) if c != "status" else str(r.status) for c in _COLUMNS] for r in records]
-        with closing(self._connect()) as db, db:
+        with closing(self._connect(write=True)) as db, db:
             db.executemany(f"INSERT OR REPLACE INTO documents ({', '.join(_COLUMNS)}) VALUES ({placeholders})", rows)
 
     def delete(self, doc_ids: Sequence[str]) -> None:
-        with closing(self._connect()) as db, db:
+        with closing(self._connect(write=True)) as db, db:
             db.executemany("DELETE FROM documents WHERE doc_id = ?", [(d,) for d in doc_ids])
 
 
@@ -94,6 +112,7 @@ class Manifest(BaseModel):
 
     def write(self, path: Path) -> None:
         # Write-then-rename: a crash leaves either the old manifest or the new one, never half of one.
+        path.parent.mkdir(parents=True, exist_ok=True)
         tmp = path.with_suffix(".tmp")
         tmp.write_text(json.dumps(self.model_dump(), indent=2))
         os.replace(tmp, path)

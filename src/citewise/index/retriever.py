@@ -108,6 +108,8 @@ class Retriever:
         where = build_where(owner, filters)  # validates owner and filters before anything else happens
 
         version = self.kb.version
+        if self.kb.manifest is None:  # nothing was ever ingested: no model to load, no store to open (or create)
+            return SearchResult(query=query, mode=mode, chunks=[], empty=True)
         if version != self._cache_version:
             self._cache.clear()
             self._cache_version = version

@@ -52,10 +52,15 @@ class VectorStore(Protocol):
     def replace_documents(self, doc_ids: Sequence[str], chunks: Sequence[Chunk], vectors: np.ndarray) -> None:
         """Atomically make `chunks` the only chunks of `doc_ids` (one commit: readers see old or new, never none)."""
 
+    def write_chunks(self, chunks: Sequence[Chunk], vectors: np.ndarray, *, finished: Mapping[str, int]) -> None:
+        """One commit: upsert `chunks` by chunk_id, and drop the rows of each `finished` document (doc_id → chunk
+        count) past its count. A big document is written by several calls; only its last one finishes it."""
+
     def delete_documents(self, doc_ids: Sequence[str]) -> None: ...
 
-    def vectors_by_hash(self, doc_ids: Sequence[str]) -> dict[str, np.ndarray]:
-        """content_hash → stored vector for the chunks of these documents (reused when a file changes)."""
+    def vectors_by_hash(self, doc_ids: Sequence[str], *, hashes: Sequence[str] | None = None) -> dict[str, np.ndarray]:
+        """content_hash → stored vector for the chunks of these documents (reused when a file changes), only for
+        `hashes` when given."""
 
     def dense(self, vector: np.ndarray, limit: int, where: str | None) -> list[Hit]:
         """Nearest chunks by cosine similarity, best first, with `where` applied before the search."""
@@ -71,6 +76,12 @@ class VectorStore(Protocol):
 
     def indexed_texts(self) -> Iterator[tuple[str, str]]:
         """(owner, `search_text`) of every chunk: what the full-text index holds, for the index vocabulary."""
+
+    def chunk_rows(self) -> list[tuple[str, str]]:
+        """(chunk_id, doc_id) of every stored row, duplicates included (`citewise doctor`)."""
+
+    def dedupe(self) -> int:
+        """Keep one row per chunk_id; returns the number of rows removed (`citewise doctor --repair`)."""
 
     def optimize(self) -> None:
         """Fold new rows into the indexes (FTS, ANN past a size threshold) and compact; run after an ingest."""

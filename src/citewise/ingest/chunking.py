@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import bisect
 import re
-from collections.abc import Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from itertools import groupby
 
@@ -59,15 +59,23 @@ _BOUNDARIES = (  # preferred split points, best first; each matches the whitespa
 def chunk_blocks(
     blocks: Sequence[Block], *, chunk_size: int, chunk_overlap: int, max_block_chars: int
 ) -> list[ChunkDraft]:
+    return list(
+        iter_chunk_drafts(blocks, chunk_size=chunk_size, chunk_overlap=chunk_overlap, max_block_chars=max_block_chars)
+    )
+
+
+def iter_chunk_drafts(
+    blocks: Iterable[Block], *, chunk_size: int, chunk_overlap: int, max_block_chars: int
+) -> Iterator[ChunkDraft]:
+    """`chunk_blocks`, one section at a time: a very large document never has all its drafts in memory at once."""
     if chunk_size <= 0 or max_block_chars <= 0:
         raise ValueError("chunk_size and max_block_chars must be positive")
     if not 0 <= chunk_overlap < chunk_size // 2:
         raise ValueError(f"chunk_overlap ({chunk_overlap}) must be in [0, chunk_size // 2) (chunk_size={chunk_size})")
-    drafts: list[ChunkDraft] = []
     for (headings, page), section in groupby(blocks, key=lambda block: (block.headings, block.page)):
         pieces = [piece for block in section for piece in _pieces(block, chunk_size, chunk_overlap, max_block_chars)]
-        drafts.extend(ChunkDraft(text, headings, page) for text in _pack(pieces, chunk_size, chunk_overlap))
-    return drafts
+        for text in _pack(pieces, chunk_size, chunk_overlap):
+            yield ChunkDraft(text, headings, page)
 
 
 def _pieces(block: Block, chunk_size: int, overlap: int, max_block_chars: int) -> list[_Piece]:

@@ -4,15 +4,22 @@
   even parsed; when nothing needs embedding the embedding model is never loaded.
 - A changed file is re-chunked; chunks whose content hash is already stored reuse their vector, so editing one
   paragraph re-embeds about one chunk. The document's chunks are then replaced in one atomic commit.
-- A file that cannot be read or parsed is recorded FAILED with the reason and the rest of the batch goes on.
+- A file that cannot be read or parsed (or vanishes after it was found) is recorded FAILED with the reason and the
+  rest of the batch goes on.
 - Registry rows turn INDEXED only after their chunks are committed, so after a kill -9 the index serves the last
   committed state and the next run redoes exactly the unfinished documents.
+- Chunks are made, embedded and committed in batches of `ingest.commit_every`, a big document's too: memory stays
+  bounded by one batch (plus the parsed document) and the first commit lands within seconds. A document split over
+  several commits stays PENDING until its last one, which also drops its leftover old chunks.
+- Every run holds the home's write lock (`KnowledgeBase.writing`), so two writers never merge the same chunks.
+- A document's owner never changes silently, and the home itself is never ingested (see `_check_owners`,
+  `_check_paths`).
 """
 
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path, PurePosixPath
@@ -25,7 +32,7 @@ from citewise.index.knowledge_base import KnowledgeBase
 from citewise.index.lancedb_store import search_text
 from citewise.index.registry import now_iso
 from citewise.index.store import validate_owner
-from citewise.ingest.chunking import chunk_blocks
+from citewise.ingest.chunking import iter_chunk_drafts
 from citewise.ingest.loaders import SUPPORTED_SUFFIXES, load_file
 from citewise.settings import IngestSettings
 from citewise.types import PUBLIC_OWNER, Chunk, DocStatus, DocumentRecord, ParsedDocument, make_chunk_id, make_doc_id
@@ -36,6 +43,10 @@ SKIP_DIRS = frozenset({".git", ".hg", ".svn", ".venv", "venv", "node_modules", "
 Progress = Callable[[str, int, int], None]  # (stage, done, total)
 
 _TEXTS_PER_CALL = 256  # per embedder call: enough texts to sort by length into batches, still frequent progress
+
+
+class _Interrupted(Exception):
+    """`should_stop` said so: the run ends at once, before its next embedding call or commit."""
 
 
 class IngestFailure(BaseModel):
@@ -52,12 +63,15 @@ class IngestReport(BaseModel):
     chunks_total: int = 0  # chunks of the documents written this run
     chunks_embedded: int = 0  # of those, how many needed the embedding model
     chunks_reused: int = 0  # of those, how many reused a stored vector
+    commits: int = 0  # commits to the index (a big document takes several)
+    interrupted: bool = False  # stopped early (server shutdown): unfinished documents stay PENDING
     elapsed_s: float = 0.0
     failures: list[IngestFailure] = Field(default_factory=list)
+    skipped: list[str] = Field(default_factory=list)  # paths left out on purpose, with the reason
 
     @property
     def changed(self) -> bool:
-        return bool(self.indexed or self.pruned or self.failed)
+        return bool(self.indexed or self.pruned or self.failed or self.commits)
 
 
 @dataclass
@@ -74,11 +88,40 @@ class _Job:
 
 
 @dataclass
-class _Ready:
+class _Doc:
+    """A document on its way in: how many of its chunks were made, whether its last one was, and whether any
+    were committed yet (then a failure must delete them)."""
+
     job: _Job
-    title: str
-    chunks: list[Chunk]
+    title: str = ""
+    made: int = 0
+    complete: bool = False
+    committed: bool = False
+
+
+@dataclass
+class _Batch:
+    """Chunks waiting for one commit, possibly from several documents and possibly part of one."""
+
+    docs: list[_Doc] = field(default_factory=list)  # in order of first chunk in this batch
+    chunks: list[Chunk] = field(default_factory=list)
     vectors: list[np.ndarray | None] = field(default_factory=list)
+
+    @property
+    def to_embed(self) -> int:
+        return sum(v is None for v in self.vectors)
+
+    def add(self, doc: _Doc, chunks: list[Chunk], vectors: list[np.ndarray | None]) -> None:
+        if not self.docs or self.docs[-1] is not doc:
+            self.docs.append(doc)
+        self.chunks += chunks
+        self.vectors += vectors
+
+    def drop(self, doc: _Doc) -> None:
+        keep = [i for i, c in enumerate(self.chunks) if c.doc_id != doc.job.doc_id]
+        self.chunks = [self.chunks[i] for i in keep]
+        self.vectors = [self.vectors[i] for i in keep]
+        self.docs = [d for d in self.docs if d is not doc]
 
 
 def _digest(*parts: bytes | str) -> str:
@@ -89,8 +132,11 @@ def _digest(*parts: bytes | str) -> str:
     return h.hexdigest()
 
 
-def discover(paths: Sequence[Path], globs: Sequence[str]) -> list[tuple[Path, Path]]:
-    """(root, file) pairs for every supported file under `paths`, sorted, each file once."""
+def discover(
+    paths: Sequence[Path], globs: Sequence[str], *, exclude: Path | None = None, skipped: list[str] | None = None
+) -> list[tuple[Path, Path]]:
+    """(root, file) pairs for every supported file under `paths`, sorted, each file once. Files under `exclude` (the
+    home) are left out, and `skipped` is told so."""
     missing = [str(p) for p in paths if not p.exists()]
     if missing:
         raise ConfigError(f"No such file or directory: {', '.join(missing)}")
@@ -100,11 +146,19 @@ def discover(paths: Sequence[Path], globs: Sequence[str]) -> list[tuple[Path, Pa
         if given.is_file():
             found.setdefault(given, given.parent)
             continue
+        # A tree that contains the home leaves it out; a folder inside the home was allowed on purpose (uploads).
+        leave_out = exclude if exclude is not None and given != exclude and exclude not in given.parents else None
         for pattern in globs:
             for file in given.glob(pattern):
                 rel_parts = file.relative_to(given).parts[:-1]
                 if file.is_file() and not any(p in SKIP_DIRS or p.startswith(".") for p in rel_parts):
-                    found.setdefault(file.resolve(), given)
+                    resolved = file.resolve()
+                    if leave_out is not None and (resolved == leave_out or leave_out in resolved.parents):
+                        note = f"{leave_out} (the Citewise home, inside {given}: never ingested)"
+                        if skipped is not None and note not in skipped:
+                            skipped.append(note)
+                        continue
+                    found.setdefault(resolved, given)
     return sorted(((root, file) for file, root in found.items()), key=lambda rf: str(rf[1]))
 
 
@@ -119,14 +173,33 @@ def make_chunks(
     modified: str | None = None,
     owner: str = PUBLIC_OWNER,
 ) -> list[Chunk]:
-    """A parsed document's chunks with ids, metadata and content hashes: the one place chunks are made."""
-    drafts = chunk_blocks(
+    """A parsed document's chunks with ids, metadata and content hashes."""
+    return list(
+        iter_chunks(
+            doc, ingest, doc_id=doc_id, filename=filename, module=module, source_url=source_url, modified=modified,
+            owner=owner,
+        )
+    )  # fmt: skip
+
+
+def iter_chunks(
+    doc: ParsedDocument,
+    ingest: IngestSettings,
+    *,
+    doc_id: str,
+    filename: str,
+    module: str = "",
+    source_url: str | None = None,
+    modified: str | None = None,
+    owner: str = PUBLIC_OWNER,
+) -> Iterator[Chunk]:
+    """The one place chunks are made, one at a time: a 50 MB document is never all chunks in memory."""
+    drafts = iter_chunk_drafts(
         doc.blocks,
         chunk_size=ingest.chunk_size,
         chunk_overlap=ingest.chunk_overlap,
         max_block_chars=ingest.max_block_chars,
     )
-    chunks = []
     for index, draft in enumerate(drafts):
         chunk = Chunk(
             chunk_id=make_chunk_id(doc_id, index),
@@ -143,8 +216,7 @@ def make_chunks(
             owner=owner,
         )
         chunk.content_hash = _digest(search_text(chunk))
-        chunks.append(chunk)
-    return chunks
+        yield chunk
 
 
 def _source_url(base_url: str | None, relative: str) -> str | None:
@@ -157,11 +229,32 @@ def _source_url(base_url: str | None, relative: str) -> str | None:
 
 
 class Ingestor:
-    def __init__(self, kb: KnowledgeBase, *, owner: str = PUBLIC_OWNER, progress: Progress | None = None) -> None:
+    """Ingests files or in-memory documents into one knowledge base as one owner.
+
+    `reassign_owner` lets a run take over documents indexed under another owner (otherwise that is refused);
+    `wait_s`/`on_wait` say how long to wait for another writer on the home and whom to tell; `should_stop` is asked
+    between documents and batches (the server's shutdown), and a stopped run leaves unfinished documents PENDING.
+    """
+
+    def __init__(
+        self,
+        kb: KnowledgeBase,
+        *,
+        owner: str = PUBLIC_OWNER,
+        progress: Progress | None = None,
+        reassign_owner: bool = False,
+        wait_s: float | None = None,
+        on_wait: Callable[[str], None] | None = None,
+        should_stop: Callable[[], bool] | None = None,
+    ) -> None:
         self.kb = kb
         self.settings = kb.settings
         self.owner = validate_owner(owner) or PUBLIC_OWNER
         self.progress = progress or (lambda stage, done, total: None)
+        self.reassign_owner = reassign_owner
+        self._wait_s = wait_s
+        self._on_wait = on_wait
+        self._should_stop = should_stop or (lambda: False)
         self._fingerprint = self.settings.ingest_fingerprint()
         self._known: set[str] = set()  # doc ids the registry had when this run started
 
@@ -171,18 +264,23 @@ class Ingestor:
     ) -> IngestReport:
         started = datetime.now(UTC)
         patterns = globs or self.settings.ingest.globs
-        files = discover(paths, patterns)
+        self._check_paths(paths)
+        skipped: list[str] = []
+        files = discover(paths, patterns, exclude=self.settings.home.resolve(), skipped=skipped)
         if not files and not prune:  # with --prune an emptied folder is legitimate: everything under it goes
             raise ConfigError(
                 f"No files to ingest under {', '.join(str(p) for p in paths)} (patterns: {', '.join(patterns)}). "
                 f"Supported types: {', '.join(sorted(SUPPORTED_SUFFIXES))}."
+                + (f" Left out: {'; '.join(skipped)}." if skipped else "")
             )
-        jobs = [self._file_job(root, file) for root, file in files]
-        report = self._run(jobs)
-        if prune:
-            roots = [p.resolve() for p in paths]
-            report.pruned = self._prune(roots, keep={j.doc_id for j in jobs})
-        return self._finish(report, started)
+        with self._writing():
+            jobs = [self._file_job(root, file) for root, file in files]
+            report = self._run(jobs)
+            report.skipped = skipped
+            if prune and not report.interrupted:
+                roots = [p.resolve() for p in paths]
+                report.pruned = self._prune(roots, keep={j.doc_id for j in jobs})
+            return self._finish(report, started)
 
     def ingest_documents(self, docs: Iterable[ParsedDocument]) -> IngestReport:
         """Index documents that exist only in memory (BEIR corpora, API uploads already parsed)."""
@@ -203,10 +301,77 @@ class Ingestor:
                     relative=doc.source,
                 )
             )
-        return self._finish(self._run(jobs), started)
+        with self._writing():
+            return self._finish(self._run(jobs), started)
+
+    def _writing(self):
+        return self.kb.writing(wait_s=self._wait_s, on_wait=self._on_wait, cancelled=self._should_stop)
+
+    # -- what may be ingested, and as whom ---------------------------------------------------------------------
+    def _check_paths(self, paths: Sequence[Path]) -> None:
+        """The home is Citewise's own data: ingesting it would index the index (and re-own uploads). The one
+        exception is the uploads flow: HOME/uploads/<owner>/… ingested as that owner."""
+        home = self.settings.home.resolve()
+        uploads = home / "uploads"
+        for given in paths:
+            path = given.resolve()
+            if path != home and home not in path.parents:
+                continue
+            own_uploads = uploads / self.owner
+            if path == own_uploads or own_uploads in path.parents:
+                continue
+            hint = (
+                f" Uploads are ingested as their owner: `citewise ingest {uploads}/OWNER --owner OWNER`."
+                if path == uploads or uploads in path.parents
+                else ""
+            )
+            raise ConfigError(f"{given} is inside the Citewise home {home}, which is never ingested.{hint}")
+
+    def _check_owners(self, todo: list[_Job], records: dict[str, DocumentRecord]) -> None:
+        """Refuse, before writing anything, to move documents from one owner to another unless asked to: an
+        upload of alice's re-ingested as 'public' would become readable by everyone."""
+        if self.reassign_owner:
+            return
+        taken = [(job, records[job.doc_id]) for job in todo if job.doc_id in records]
+        taken = [(job, record) for job, record in taken if record.owner != self.owner]
+        if not taken:
+            return
+        shown = "; ".join(f"{job.source} (owner {record.owner})" for job, record in taken[:10])
+        more = f" and {len(taken) - 10} more" if len(taken) > 10 else ""
+        owners = sorted({record.owner for _, record in taken})
+        raise ConfigError(
+            f"{len(taken)} document(s) are already indexed under another owner, and ingesting them as "
+            f"{self.owner!r} would change who can read them: {shown}{more}. Ingest them as their owner "
+            f"(--owner {owners[0]}), or pass --reassign-owner to give them to {self.owner!r} on purpose."
+        )
 
     # -- steps -------------------------------------------------------------------------------------------------
     def _file_job(self, root: Path, file: Path) -> _Job:
+        try:
+            return self._readable_file_job(root, file)
+        except OSError as exc:
+            # Gone since discovery (an editor swapping files, a checkout) or unreadable: this file fails alone, the
+            # way a file that cannot be parsed does, with the reason in the registry.
+            if isinstance(exc, FileNotFoundError):
+                error = f"{file.name}: no longer exists (it was removed after the ingest found it)"
+            else:
+                error = f"{file.name}: cannot read file: {exc.strerror or exc}"
+
+            def fail() -> ParsedDocument:
+                raise IngestError(error)
+
+            parts = PurePosixPath(file.relative_to(root).as_posix()).parts
+            return _Job(
+                doc_id=make_doc_id(file.as_posix()),
+                source=file.as_posix(),
+                path=file.as_posix(),
+                filename=file.name,
+                module=parts[0] if len(parts) > 1 else "",
+                file_hash="",  # matches no INDEXED row: the job runs, and fails
+                load=fail,
+            )
+
+    def _readable_file_job(self, root: Path, file: Path) -> _Job:
         relative = file.relative_to(root).as_posix()
         stat = file.stat()
         source = file.as_posix()
@@ -251,77 +416,112 @@ class Ingestor:
                 todo.append(job)
         if not todo:
             return report
+        self._check_owners(todo, records)
 
         registry.upsert(self._record(job, DocStatus.PENDING) for job in todo)
-        batch: list[_Ready] = []
-        pending_chunks = 0
-        for done, job in enumerate(todo, 1):
-            self.progress("parse", done, len(todo))
-            try:
-                ready = self._prepare(job)
-            except IngestError as exc:
-                self._fail(job, str(exc), report)
-                continue
-            except Exception as exc:  # a parser bug must not sink the batch; the message still says which file
-                self._fail(job, f"{job.filename}: unexpected {type(exc).__name__}: {exc}", report)
-                continue
-            batch.append(ready)
-            pending_chunks += sum(v is None for v in ready.vectors)
-            if pending_chunks >= self.settings.ingest.commit_every:
-                self._commit(batch, report)
-                batch, pending_chunks = [], 0
-        self._commit(batch, report)
+        try:
+            self._write(todo, report)
+        except _Interrupted:
+            report.interrupted = True  # the uncommitted batch and the documents after it stay PENDING
         return report
 
-    def _prepare(self, job: _Job) -> _Ready:
-        doc = job.load()
+    def _write(self, todo: list[_Job], report: IngestReport) -> None:
+        batch = _Batch()
+        size = self.settings.ingest.commit_every
+        for done, job in enumerate(todo, 1):
+            if self._should_stop():
+                raise _Interrupted
+            self.progress("parse", done, len(todo))
+            doc = _Doc(job)
+            try:
+                for chunks in self._prepare(doc, size):
+                    vectors = self._stored_vectors(doc, chunks)
+                    batch.add(doc, chunks, vectors)
+                    # Commit after `size` chunks to embed, or four times that reused (a big document re-ingested
+                    # after a small edit embeds little): either way one batch bounds what is held in memory.
+                    if batch.to_embed >= size or len(batch.chunks) >= 4 * size:
+                        self._commit(batch, report)
+                        batch = _Batch()
+            except IngestError as exc:
+                self._fail(doc, batch, str(exc), report)
+            except _Interrupted:
+                raise
+            except Exception as exc:  # a parser bug must not sink the batch; the message still says which file
+                self._fail(doc, batch, f"{job.filename}: unexpected {type(exc).__name__}: {exc}", report)
+        self._commit(batch, report)
+
+    def _prepare(self, doc: _Doc, size: int) -> Iterator[list[Chunk]]:
+        """The document's chunks in lists of at most `size`; `doc.complete` turns True with the last list."""
+        job = doc.job
+        parsed = job.load()
         ingest = self.settings.ingest
-        chunks = make_chunks(
-            doc,
+        doc.title = parsed.title
+        chunks = iter_chunks(
+            parsed,
             ingest,
             doc_id=job.doc_id,
             filename=job.filename,
             module=job.module,
-            source_url=doc.source_url or _source_url(ingest.base_url, job.relative),
-            modified=doc.date or job.mtime_iso,
+            source_url=parsed.source_url or _source_url(ingest.base_url, job.relative),
+            modified=parsed.date or job.mtime_iso,
             owner=self.owner,
         )
-        if not chunks:
+        part: list[Chunk] = []
+        for chunk in chunks:
+            if len(part) == size:
+                doc.made += len(part)
+                yield part
+                part = []
+            part.append(chunk)
+        if not part and not doc.made:
             raise IngestError(f"{job.filename}: no text to index")
-        known = self.kb.store.vectors_by_hash([job.doc_id]) if job.doc_id in self._known else {}
-        return _Ready(job=job, title=doc.title, chunks=chunks, vectors=[known.get(c.content_hash) for c in chunks])
+        doc.made += len(part)
+        doc.complete = True
+        yield part
 
-    def _commit(self, batch: list[_Ready], report: IngestReport) -> None:
-        if not batch:
+    def _stored_vectors(self, doc: _Doc, chunks: list[Chunk]) -> list[np.ndarray | None]:
+        if doc.job.doc_id not in self._known and not doc.committed:
+            return [None] * len(chunks)
+        known = self.kb.store.vectors_by_hash([doc.job.doc_id], hashes=[c.content_hash for c in chunks])
+        return [known.get(c.content_hash) for c in chunks]
+
+    def _commit(self, batch: _Batch, report: IngestReport) -> None:
+        if not batch.chunks:
             return
-        missing = [(r, i, search_text(r.chunks[i])) for r in batch for i, v in enumerate(r.vectors) if v is None]
+        missing = [(i, search_text(batch.chunks[i])) for i, v in enumerate(batch.vectors) if v is None]
         # A batch of texts costs its longest member times its size, so the embedder sorts what it is given by
         # length. Handing it only one model batch at a time would leave nothing to sort: give it several, of
         # roughly similar length (characters here; it sorts by tokens within), and report progress per call.
-        missing.sort(key=lambda item: len(item[2]))
+        missing.sort(key=lambda item: len(item[1]))
         size = max(_TEXTS_PER_CALL, self.settings.ingest.embed_batch_size)
+        embedded = report.chunks_embedded
         for start in range(0, len(missing), size):
+            if self._should_stop():  # checked per embedder call: a server shutdown waits for one call, not a batch
+                raise _Interrupted
             part = missing[start : start + size]
-            vectors = self.kb.embed_documents([text for _, _, text in part])
-            for (ready, i, _), vector in zip(part, vectors, strict=True):
-                ready.vectors[i] = vector
+            vectors = self.kb.embed_documents([text for _, text in part])
+            for (i, _), vector in zip(part, vectors, strict=True):
+                batch.vectors[i] = vector
             report.chunks_embedded += len(part)
-            self.progress("embed", report.chunks_embedded, report.chunks_embedded + len(missing) - start - len(part))
-        chunks = [c for r in batch for c in r.chunks]
-        report.chunks_total += len(chunks)
-        report.chunks_reused += len(chunks) - len(missing)
-        self.kb.store.replace_documents(
-            [r.job.doc_id for r in batch], chunks, np.vstack([v for r in batch for v in r.vectors])
-        )
-        self.kb.registry.upsert(
-            self._record(r.job, DocStatus.INDEXED, title=r.title, chunk_count=len(r.chunks)) for r in batch
-        )
-        report.indexed += len(batch)
+            self.progress("embed", report.chunks_embedded, embedded + len(missing))
+        finished = {d.job.doc_id: d.made for d in batch.docs if d.complete}
+        self.kb.store.write_chunks(batch.chunks, np.vstack(batch.vectors), finished=finished)
+        report.commits += 1
+        report.chunks_total += len(batch.chunks)
+        report.chunks_reused += len(batch.chunks) - len(missing)
+        for doc in batch.docs:
+            doc.committed = True
+        done = [d for d in batch.docs if d.complete]
+        self.kb.registry.upsert(self._record(d.job, DocStatus.INDEXED, title=d.title, chunk_count=d.made) for d in done)
+        report.indexed += len(done)
 
-    def _fail(self, job: _Job, error: str, report: IngestReport) -> None:
+    def _fail(self, doc: _Doc, batch: _Batch, error: str, report: IngestReport) -> None:
+        job = doc.job
         report.failed += 1
         report.failures.append(IngestFailure(source=job.source, error=error))
-        if job.doc_id in self._known:  # stale chunks of a file that is now broken must not keep answering
+        batch.drop(doc)
+        # Stale chunks of a file that is now broken must not keep answering; nor may part of a big one.
+        if job.doc_id in self._known or doc.committed:
             self.kb.store.delete_documents([job.doc_id])
         self.kb.registry.upsert([self._record(job, DocStatus.FAILED, error=error)])
 
@@ -341,11 +541,10 @@ class Ingestor:
         return len(gone)
 
     def _finish(self, report: IngestReport, started: datetime) -> IngestReport:
-        if report.changed:
+        if report.changed and not report.interrupted:
             self.progress("optimize", 0, 1)
             if self.kb.manifest:
                 self.kb.store.optimize()
-            self.kb.bump_version()
             self.progress("optimize", 1, 1)
         report.elapsed_s = round((datetime.now(UTC) - started).total_seconds(), 3)
         return report
@@ -364,15 +563,30 @@ class Ingestor:
         )
 
 
-def remove_document(kb: KnowledgeBase, doc_id: str) -> DocumentRecord:
-    record = kb.registry.get(doc_id)
-    if record is None:
-        raise ConfigError(f"No document with id {doc_id!r}. `citewise docs list` shows the ids.")
-    if kb.manifest:
-        kb.store.delete_documents([doc_id])
-    kb.registry.delete([doc_id])
-    kb.bump_version()
-    return record
+def remove_document(
+    kb: KnowledgeBase,
+    doc_id: str,
+    *,
+    wait_s: float | None = None,
+    on_wait: Callable[[str], None] | None = None,
+    should_stop: Callable[[], bool] | None = None,
+) -> DocumentRecord:
+    with kb.writing(wait_s=wait_s, on_wait=on_wait, cancelled=should_stop):
+        record = kb.registry.get(doc_id)
+        if record is None:
+            raise ConfigError(f"No document with id {doc_id!r}. `citewise docs list` shows the ids.")
+        if kb.manifest:
+            kb.store.delete_documents([doc_id])
+        kb.registry.delete([doc_id])
+        return record
 
 
-__all__ = ["SUPPORTED_SUFFIXES", "IngestReport", "Ingestor", "discover", "remove_document"]
+__all__ = [
+    "SUPPORTED_SUFFIXES",
+    "IngestReport",
+    "Ingestor",
+    "discover",
+    "iter_chunks",
+    "make_chunks",
+    "remove_document",
+]

@@ -13,6 +13,7 @@ mapping.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -38,6 +39,7 @@ from citewise.server.http_errors import map_error
 from citewise.server.metrics import Metrics, MetricsMiddleware
 from citewise.server.routers import agent, chat, documents, health
 from citewise.server.sessions import open_checkpointer
+from citewise.server.writer import WriteQueue
 from citewise.settings import Settings
 
 if TYPE_CHECKING:
@@ -71,17 +73,24 @@ def create_app(
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         state.fresh_locks()  # asyncio locks belong to one event loop: a restarted app may run on a new one
-        async with open_checkpointer(settings) as saver:
-            state.checkpointer = saver
-            if state.citewise is not None and getattr(state.citewise, "checkpointer", None) is None:
-                state.citewise.checkpointer = saver
-            try:
-                yield
-            finally:
-                # The saver closes with this block: no agent may keep using it (a restarted app gets a new one).
-                state.checkpointer = None
-                if state.citewise is not None and state.citewise.checkpointer is saver:
-                    state.citewise.checkpointer = None
+        state.writer = WriteQueue(settings.server.write_queue_size)
+        state.writer.start()
+        documents.resume_uploads(state)  # uploads a previous run accepted but never finished
+        try:
+            async with open_checkpointer(settings) as saver:
+                state.checkpointer = saver
+                if state.citewise is not None and getattr(state.citewise, "checkpointer", None) is None:
+                    state.citewise.checkpointer = saver
+                try:
+                    yield
+                finally:
+                    # The saver closes with this block: no agent may keep using it (a restarted app gets a new one).
+                    state.checkpointer = None
+                    if state.citewise is not None and state.citewise.checkpointer is saver:
+                        state.citewise.checkpointer = None
+        finally:
+            # Bounded: the write in progress stops at its next commit, queued ones are abandoned (see writer.py).
+            await asyncio.to_thread(state.writer.stop, settings.server.shutdown_grace_s)
 
     app = FastAPI(
         title="Citewise",

@@ -19,6 +19,7 @@ from citewise.index.knowledge_base import KnowledgeBase
 from citewise.server.auth import Caller, RateLimiter
 from citewise.server.gate import caller_of
 from citewise.server.metrics import Metrics
+from citewise.server.writer import WriteQueue
 from citewise.settings import Settings
 
 if TYPE_CHECKING:
@@ -39,13 +40,11 @@ class ServerState:
     citewise: Citewise | None = None
     checkpointer: BaseCheckpointSaver | None = None
     model_ready: dict[str, Any] | None = None  # /ready's answerer check, done once (configuration is fixed)
-    # One ingest or delete at a time: they rewrite the registry and commit to LanceDB, and an upload's statuses
-    # must describe its own run.
-    write_lock: asyncio.Lock = field(default_factory=asyncio.Lock)
+    # Uploads and deletes, in order, one at a time (they hold the home's write lock), bounded: see writer.py.
+    writer: WriteQueue | None = None
     _build_lock: asyncio.Lock = field(default_factory=asyncio.Lock)
 
     def fresh_locks(self) -> None:
-        self.write_lock = asyncio.Lock()
         self._build_lock = asyncio.Lock()
 
     async def agent(self) -> Citewise:

@@ -6,6 +6,7 @@ from __future__ import annotations
 from citewise.errors import (
     CitewiseError,
     ConfigError,
+    HomeBusyError,
     IndexMismatchError,
     IngestError,
     MissingExtraError,
@@ -25,6 +26,7 @@ _ERROR_MAP: list[tuple[type[CitewiseError], int, str, str | None]] = [
     (IndexMismatchError, 503, "index_mismatch", None),
     (ConfigError, 400, "config_error", None),
     (IngestError, 422, "ingest_error", None),
+    (HomeBusyError, 503, "home_busy", None),
     (RetrievalError, 503, "service_unavailable", "The document index is temporarily unavailable. Try again shortly."),
     (RateLimited, 429, "rate_limited", "The language model provider is rate limiting requests. Retry shortly."),
     (ProviderTimeout, 504, "provider_timeout", "The language model provider did not answer in time."),

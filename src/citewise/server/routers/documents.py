@@ -1,6 +1,10 @@
 """Documents over HTTP: upload (stored under CITEWISE_HOME/uploads/<owner>/ and ingested as that owner), list,
 delete, and open one chunk. Every operation is scoped to the caller: their own documents plus public ones.
 
+Uploads and deletes run through the server's write queue (writer.py): in order, bounded, each request answered
+within `server.write_wait_s` (202 when its write is still queued or running, 503 + Retry-After when the queue is
+full).
+
 Another owner's document is answered exactly like a document that does not exist (404), so ids cannot be probed
 across owners. A public document is visible to all, so refusing to delete it says so plainly (403).
 """
@@ -8,28 +12,34 @@ across owners. A public document is visible to all, so refusing to delete it say
 from __future__ import annotations
 
 import asyncio
+import logging
 import os
 import re
 import shutil
 import tempfile
 import uuid
+from concurrent.futures import Future
 from pathlib import Path, PurePosixPath, PureWindowsPath
 from typing import Annotated
 
-from fastapi import APIRouter, File, HTTPException, Query, UploadFile, status
+from fastapi import APIRouter, File, HTTPException, Query, Response, UploadFile, status
 from pydantic import BaseModel
 
+from citewise.errors import CitewiseError, ConfigError
+from citewise.index.store import validate_owner
 from citewise.ingest.pipeline import SUPPORTED_SUFFIXES, Ingestor, remove_document
 from citewise.server.auth import Caller
 from citewise.server.deps import CallerDep, ServerState, StateDep
 from citewise.server.schemas import GATE_ERRORS, error_responses
+from citewise.server.writer import QueueFull
 from citewise.settings import Settings
 from citewise.types import PUBLIC_OWNER, Chunk, DocStatus, DocumentRecord, make_doc_id
+
+log = logging.getLogger(__name__)
 
 router = APIRouter(prefix="/api", tags=["documents"], responses=error_responses(*GATE_ERRORS))
 
 MAX_FILES_PER_UPLOAD = 20
-_UNSAFE_CHARS = re.compile(r"[^A-Za-z0-9._ -]+")
 
 
 def request_body_limit(settings: Settings) -> int:
@@ -58,12 +68,14 @@ class UploadResult(BaseModel):
     indexed: int
     unchanged: int
     failed: int
+    queued: bool = False  # true with status 202: the write goes on; GET /api/documents shows when it lands
 
 
 class DeleteResult(BaseModel):
     doc_id: str
     filename: str
     deleted: bool = True
+    queued: bool = False  # true with status 202 (deleted is then false until the write runs)
 
 
 class ChunkOut(BaseModel):
@@ -94,7 +106,7 @@ def safe_filename(name: str | None) -> str:
         raise HTTPException(
             status.HTTP_400_BAD_REQUEST, detail=f"Invalid file name {name!r}: a name must not contain a path."
         )
-    cleaned = _UNSAFE_CHARS.sub("_", name).strip(" .")
+    cleaned = _store_name(name)
     stem, dot, _ = cleaned.rpartition(".")
     if not dot or not stem.strip(" ._"):
         raise HTTPException(status.HTTP_400_BAD_REQUEST, detail=f"Invalid file name {name!r}.")
@@ -118,6 +130,25 @@ def sent_filename(upload: UploadFile) -> str | None:
     return raw if has_path else upload.filename
 
 
+def _safe_char(char: str) -> bool:
+    return char.isalnum() or char in "._ -"
+
+
+def _store_name(name: str) -> str:
+    """The stored name: letters and digits of any script, '.', '_', ' ' and '-' as they are; everything else (and
+    a leading or trailing dot or space) as %XX of its UTF-8 bytes. One-to-one, so two different names never land
+    in one file: 'evil∕slash.md' and 'evil／slash.md' both became 'evil_slash.md', and the second upload silently
+    replaced the first document. Names made only of safe characters keep their name, and so their document id."""
+    out = []
+    for index, char in enumerate(name):
+        edge = index == 0 or index == len(name) - 1
+        if _safe_char(char) and char != "%" and not (edge and char in ". "):
+            out.append(char)
+        else:
+            out.append("".join(f"%{byte:02X}" for byte in char.encode("utf-8", "surrogatepass")))
+    return "".join(out)
+
+
 def _upload_dir(settings: Settings, owner: str) -> Path:
     root = (settings.home / "uploads").resolve()
     target = (root / owner).resolve()
@@ -129,12 +160,16 @@ def _upload_dir(settings: Settings, owner: str) -> Path:
 @router.post(
     "/documents",
     summary="Upload documents and ingest them",
-    responses=error_responses(400, 415),
+    responses={
+        **error_responses(400, 415, 503),
+        202: {"description": "Accepted; still being written after server.write_wait_s (documents PENDING)"},
+    },
 )
 async def upload(
     files: Annotated[list[UploadFile], File(description="One or more documents (.md, .mdx, .html, .pdf, .rst, .txt).")],
     caller: CallerDep,
     state: StateDep,
+    response: Response,
 ) -> UploadResult:
     settings = state.settings
     if len(files) > MAX_FILES_PER_UPLOAD:
@@ -161,18 +196,51 @@ async def upload(
         raise HTTPException(status.HTTP_400_BAD_REQUEST, detail="Two uploaded files have the same name.")
 
     target = _upload_dir(settings, caller.owner)
-    async with state.write_lock:
-        paths = [
-            await asyncio.to_thread(_store, upload, target / name) for upload, name in zip(files, names, strict=True)
-        ]
-        report = await asyncio.to_thread(_ingest, state, caller.owner, paths)
-    records = [state.kb.registry.get(make_doc_id(p.as_posix())) for p in paths]
+    owner = caller.owner
+    # Stored before queueing: the request's files are closed once it is answered, and a queued write may run later.
+    paths = [await asyncio.to_thread(_store, upload, target / name) for upload, name in zip(files, names, strict=True)]
+
+    def write(should_stop):
+        return _ingest(state, owner, paths, should_stop)
+
+    report = await _queued(state, write)
+    if report is None:  # still queued or running: say what is known now
+        response.status_code = status.HTTP_202_ACCEPTED
+        documents = []
+        for path in paths:
+            record = state.kb.registry.get(make_doc_id(path.resolve().as_posix()))
+            pending = DocumentOut(
+                doc_id=make_doc_id(path.resolve().as_posix()), filename=path.name, owner=owner, status=DocStatus.PENDING
+            )
+            documents.append(DocumentOut.of(record) if record and record.status == DocStatus.PENDING else pending)
+        return UploadResult(documents=documents, indexed=0, unchanged=0, failed=0, queued=True)
+    records = [state.kb.registry.get(make_doc_id(p.resolve().as_posix())) for p in paths]
     return UploadResult(
         documents=[DocumentOut.of(r) for r in records if r is not None],
         indexed=report.indexed,
         unchanged=report.unchanged,
         failed=report.failed,
     )
+
+
+async def _queued(state: ServerState, job):
+    """Queue a write and wait for it at most `server.write_wait_s`: its result, or None if it is still going."""
+    assert state.writer is not None, "the app's lifespan starts the writer"
+    try:
+        future: Future = state.writer.submit(job)
+    except QueueFull as exc:
+        raise HTTPException(
+            status.HTTP_503_SERVICE_UNAVAILABLE,
+            detail=f"Too many uploads and deletes are waiting ({exc}) Retry shortly.",
+            headers={"Retry-After": "10"},
+        ) from None
+    waiter = asyncio.wrap_future(future)
+    done, _ = await asyncio.wait({waiter}, timeout=state.settings.server.write_wait_s)
+    if done:
+        return waiter.result()
+    # Answered before the write ended: its outcome is read from the registry later, not from this future.
+    waiter.add_done_callback(lambda f: f.cancelled() or f.exception())
+    return None
 
 
 def _store(upload: UploadFile, path: Path) -> Path:
@@ -191,9 +259,36 @@ def _store(upload: UploadFile, path: Path) -> Path:
     return path.resolve()
 
 
-def _ingest(state: ServerState, owner: str, paths: list[Path]):
-    # A file that cannot be parsed is recorded FAILED by the pipeline and the others go on.
-    return Ingestor(state.kb, owner=owner).ingest_paths(paths)
+def _ingest(state: ServerState, owner: str, paths: list[Path], should_stop=None):
+    # A file that cannot be parsed is recorded FAILED by the pipeline and the others go on. `should_stop` is the
+    # server's shutdown: the ingest stops between two commits and leaves what it did not finish PENDING.
+    return Ingestor(state.kb, owner=owner, should_stop=should_stop, on_wait=log.info).ingest_paths(paths)
+
+
+def resume_uploads(state: ServerState) -> None:
+    """Queue the uploads a previous run stored but did not finish (shut down first, or killed): files under
+    uploads/<owner>/ with no registry row, or a PENDING one. Runs at start-up; the writes happen in the queue."""
+    root = state.settings.home / "uploads"
+    if not root.is_dir():
+        return
+    known = {r.doc_id: r for r in state.kb.registry.list()}
+    for folder in sorted(p for p in root.iterdir() if p.is_dir()):
+        try:
+            owner = validate_owner(folder.name)
+        except CitewiseError:
+            continue
+        todo = []
+        for path in sorted(folder.iterdir()):
+            if path.is_file() and not path.name.startswith(".") and path.suffix.lower() in SUPPORTED_SUFFIXES:
+                record = known.get(make_doc_id(path.resolve().as_posix()))
+                if record is None or record.status == DocStatus.PENDING:
+                    todo.append(path.resolve())
+        if todo and state.writer is not None:
+            log.info("Resuming %d unfinished upload(s) of %s", len(todo), owner)
+            try:
+                state.writer.submit(lambda should_stop, o=owner, t=todo: _ingest(state, o, t, should_stop))
+            except QueueFull:
+                log.warning("Write queue full; %d upload(s) of %s wait for the next start", len(todo), owner)
 
 
 @router.get("/documents", summary="Documents the caller can see: their own and public ones")
@@ -211,20 +306,33 @@ async def list_documents(
 @router.delete(
     "/documents/{doc_id}",
     summary="Delete one of the caller's documents",
-    responses=error_responses(403, 404),
+    responses={
+        **error_responses(403, 404, 503),
+        202: {"description": "Accepted; the delete is still queued after server.write_wait_s"},
+    },
 )
-async def delete_document(doc_id: uuid.UUID, caller: CallerDep, state: StateDep) -> DeleteResult:
-    async with state.write_lock:
-        record = state.kb.registry.get(str(doc_id))
-        if record is None or not visible_to(record.owner, caller):
-            raise HTTPException(status.HTTP_404_NOT_FOUND, detail=f"No document with id {doc_id}.")
-        if record.owner != caller.owner:
-            raise HTTPException(
-                status.HTTP_403_FORBIDDEN,
-                detail="Public documents are managed by the server's operator (`citewise docs remove`).",
-            )
-        await asyncio.to_thread(remove_document, state.kb, record.doc_id)
-        _remove_upload(state.settings, record)
+async def delete_document(doc_id: uuid.UUID, caller: CallerDep, state: StateDep, response: Response) -> DeleteResult:
+    record = state.kb.registry.get(str(doc_id))
+    if record is None or not visible_to(record.owner, caller):
+        raise HTTPException(status.HTTP_404_NOT_FOUND, detail=f"No document with id {doc_id}.")
+    if record.owner != caller.owner:
+        raise HTTPException(
+            status.HTTP_403_FORBIDDEN,
+            detail="Public documents are managed by the server's operator (`citewise docs remove`).",
+        )
+
+    def write(should_stop):
+        removed = remove_document(state.kb, record.doc_id, should_stop=should_stop, on_wait=log.info)
+        _remove_upload(state.settings, removed)
+        return removed
+
+    try:
+        done = await _queued(state, write)
+    except ConfigError:  # removed by an earlier write in the queue
+        raise HTTPException(status.HTTP_404_NOT_FOUND, detail=f"No document with id {doc_id}.") from None
+    if done is None:
+        response.status_code = status.HTTP_202_ACCEPTED
+        return DeleteResult(doc_id=record.doc_id, filename=record.filename, deleted=False, queued=True)
     return DeleteResult(doc_id=record.doc_id, filename=record.filename)
 
 

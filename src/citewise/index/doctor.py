@@ -1,0 +1,147 @@
+"""`citewise doctor`: check that a home's index and registry agree, and repair what does not.
+
+What it looks for, and what `--repair` does about it (under the home's write lock, like any writer):
+
+- duplicate chunk rows (one chunk_id stored twice, as two unserialised writers used to leave): one copy is kept;
+- orphan chunks (their doc_id is not in the registry): deleted, since nothing can list or remove them;
+- INDEXED documents whose stored chunk count differs from the registry's, or that have no chunks at all: marked
+  PENDING with the reason, so the next `citewise ingest` of their folder (or the server, for uploads) redoes them.
+
+PENDING documents are not checked: a writer may be between two commits of one of them.
+"""
+
+from __future__ import annotations
+
+from collections import Counter, defaultdict
+from collections.abc import Callable
+from enum import StrEnum
+
+from pydantic import BaseModel, Field
+
+from citewise.index.knowledge_base import KnowledgeBase
+from citewise.index.registry import now_iso
+from citewise.types import DocStatus
+
+
+class ProblemKind(StrEnum):
+    DUPLICATE_CHUNKS = "duplicate_chunks"
+    ORPHAN_CHUNKS = "orphan_chunks"
+    COUNT_MISMATCH = "count_mismatch"
+    NO_CHUNKS = "no_chunks"
+
+
+class Problem(BaseModel):
+    kind: ProblemKind
+    doc_id: str
+    detail: str
+    fixed: str = ""  # what --repair did about it
+
+
+class DoctorReport(BaseModel):
+    documents: int = 0
+    chunk_rows: int = 0
+    problems: list[Problem] = Field(default_factory=list)
+    repaired: bool = False
+
+    @property
+    def remaining(self) -> list[Problem]:
+        return [p for p in self.problems if not p.fixed]
+
+
+def check(
+    kb: KnowledgeBase,
+    *,
+    repair: bool = False,
+    wait_s: float | None = None,
+    on_wait: Callable[[str], None] | None = None,
+) -> DoctorReport:
+    if not repair:
+        return _inspect(kb)
+    with kb.writing(wait_s=wait_s, on_wait=on_wait):
+        report = _inspect(kb)
+        _repair(kb, report)
+        return report
+
+
+def _inspect(kb: KnowledgeBase) -> DoctorReport:
+    records = {r.doc_id: r for r in kb.registry.list()}
+    report = DoctorReport(documents=len(records))
+    kb.version  # noqa: B018 - opens the latest commit (another process may have written since)
+    rows = kb.store.chunk_rows() if kb.manifest is not None else []
+    report.chunk_rows = len(rows)
+    copies = Counter(chunk_id for chunk_id, _ in rows)
+    per_doc: dict[str, set[str]] = defaultdict(set)
+    doubled: dict[str, list[str]] = defaultdict(list)
+    for chunk_id, doc_id in rows:
+        per_doc[doc_id].add(chunk_id)
+    for chunk_id, doc_id in dict(rows).items():
+        if copies[chunk_id] > 1:
+            doubled[doc_id].append(chunk_id)
+    for doc_id, chunk_ids in sorted(doubled.items()):
+        extra = sum(copies[c] - 1 for c in chunk_ids)
+        report.problems.append(
+            Problem(
+                kind=ProblemKind.DUPLICATE_CHUNKS,
+                doc_id=doc_id,
+                detail=f"{len(chunk_ids)} chunk(s) stored more than once ({extra} extra row(s))",
+            )
+        )
+    for doc_id in sorted(set(per_doc) - set(records)):
+        report.problems.append(
+            Problem(
+                kind=ProblemKind.ORPHAN_CHUNKS,
+                doc_id=doc_id,
+                detail=f"{len(per_doc[doc_id])} chunk(s) of a document the registry does not know",
+            )
+        )
+    for doc_id, record in sorted(records.items()):
+        if record.status != DocStatus.INDEXED:
+            continue
+        stored = len(per_doc.get(doc_id, ()))
+        if stored == 0:
+            report.problems.append(
+                Problem(kind=ProblemKind.NO_CHUNKS, doc_id=doc_id, detail=f"{record.source}: INDEXED but no chunks")
+            )
+        elif stored != record.chunk_count:
+            report.problems.append(
+                Problem(
+                    kind=ProblemKind.COUNT_MISMATCH,
+                    doc_id=doc_id,
+                    detail=f"{record.source}: registry says {record.chunk_count} chunk(s), the index holds {stored}",
+                )
+            )
+    return report
+
+
+def _repair(kb: KnowledgeBase, report: DoctorReport) -> None:
+    report.repaired = True
+    by_kind: dict[ProblemKind, list[Problem]] = defaultdict(list)
+    for problem in report.problems:
+        by_kind[problem.kind].append(problem)
+    if by_kind[ProblemKind.DUPLICATE_CHUNKS]:
+        removed = kb.store.dedupe()
+        for problem in by_kind[ProblemKind.DUPLICATE_CHUNKS]:
+            problem.fixed = "kept one copy of each chunk"
+        report.chunk_rows -= removed
+    orphans = [p.doc_id for p in by_kind[ProblemKind.ORPHAN_CHUNKS]]
+    if orphans:
+        kb.store.delete_documents(orphans)
+        for problem in by_kind[ProblemKind.ORPHAN_CHUNKS]:
+            problem.fixed = "deleted"
+    stale = by_kind[ProblemKind.COUNT_MISMATCH] + by_kind[ProblemKind.NO_CHUNKS]
+    if stale:
+        records = [kb.registry.get(p.doc_id) for p in stale]
+        kb.registry.upsert(
+            r.model_copy(
+                update={
+                    "status": DocStatus.PENDING,
+                    "file_hash": "",
+                    "error": f"doctor: {p.detail}; the next ingest redoes it",
+                    "updated_at": now_iso(),
+                }
+            )
+            for r, p in zip(records, stale, strict=True)
+            if r is not None
+        )
+        for problem in stale:
+            problem.fixed = "marked PENDING: the next `citewise ingest` of its folder redoes it"

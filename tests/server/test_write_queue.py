@@ -1,0 +1,96 @@
+"""The server's write path: a bounded queue, run in order; each request answered in bounded time (202 while its
+write is still going, 503 + Retry-After when the queue is full); shutdown in bounded time, resumed on restart."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+from citewise.index.write_lock import write_lock
+from citewise.settings import Settings
+
+NOTE = b"# Note\n\nThe tern parameter defaults to 9.\n"
+
+
+@contextmanager
+def busy_home(home: Path) -> Iterator[None]:
+    """Another writer (a long CLI ingest, say) holds the home's write lock until the block ends."""
+    held, release = threading.Event(), threading.Event()
+
+    def hold() -> None:
+        with write_lock(home, wait_s=0):
+            held.set()
+            release.wait(120)
+
+    thread = threading.Thread(target=hold, daemon=True)
+    thread.start()
+    held.wait(10)
+    try:
+        yield
+    finally:
+        release.set()
+        thread.join(30)
+
+
+def _settings(tmp_path: Path, **server) -> Settings:
+    return Settings(
+        home=tmp_path / "home",
+        server={"rate_limit_per_minute": 0, "log_questions": False, "write_wait_s": 0.5, **server},
+    )
+
+
+def _upload(client, name: str):
+    return client.post("/api/documents", files=[("files", (name, NOTE, "text/markdown"))])
+
+
+def _wait_indexed(client, count: int, timeout_s: float = 60) -> list[dict]:
+    deadline = time.monotonic() + timeout_s
+    while True:
+        docs = client.get("/api/documents").json()
+        if len(docs) == count and all(d["status"] == "INDEXED" for d in docs):
+            return docs
+        assert time.monotonic() < deadline, docs
+        time.sleep(0.2)
+
+
+def test_a_write_stuck_behind_another_answers_202_and_lands_later(tmp_path, make_client):
+    settings = _settings(tmp_path)
+    client = make_client(settings)
+    with busy_home(settings.home):
+        started = time.monotonic()
+        response = _upload(client, "small.md")
+        assert time.monotonic() - started < 10  # bounded by server.write_wait_s, not by the other writer
+        assert response.status_code == 202
+        body = response.json()
+        assert body["queued"] is True and body["documents"][0]["status"] == "PENDING"
+    docs = _wait_indexed(client, 1)
+    deleting = client.delete(f"/api/documents/{docs[0]['doc_id']}")
+    assert deleting.status_code == 200 and deleting.json()["deleted"] is True
+
+
+def test_a_full_queue_answers_503_with_retry_after(tmp_path, make_client):
+    settings = _settings(tmp_path, write_queue_size=1)
+    client = make_client(settings)
+    with busy_home(settings.home):
+        assert _upload(client, "a.md").status_code == 202  # running: waiting for the lock
+        assert _upload(client, "b.md").status_code == 202  # queued: the queue is now full
+        full = _upload(client, "c.md")
+        assert full.status_code == 503 and full.headers["Retry-After"]
+        assert "waiting" in full.json()["detail"]
+    _wait_indexed(client, 2)
+
+
+def test_shutdown_is_bounded_and_unfinished_uploads_resume_on_the_next_start(tmp_path, make_client):
+    settings = _settings(tmp_path, shutdown_grace_s=5)
+    client = make_client(settings)
+    with busy_home(settings.home):
+        assert _upload(client, "late.md").status_code == 202
+        started = time.monotonic()
+        client.__exit__(None, None, None)  # the app shuts down while its write waits for the lock
+        assert time.monotonic() - started < 15
+    restarted = make_client(settings)
+    docs = _wait_indexed(restarted, 1)
+    assert docs[0]["filename"] == "late.md"
