@@ -75,3 +75,19 @@ def test_binary_with_nul_bytes_fails_clearly(kb, tmp_path):
     report = Ingestor(kb).ingest_paths([docs])
     assert (report.indexed, report.failed) == (1, 1)
     assert "blob.txt" in report.failures[0].error and "NUL" in report.failures[0].error
+
+
+def test_a_symlinked_file_is_ingested_under_the_path_it_has_in_the_tree(kb, tmp_path):
+    from citewise.ingest.pipeline import Ingestor
+
+    outside = tmp_path / "elsewhere"
+    outside.mkdir()
+    (outside / "zebras.md").write_text("# Zebras\n\nZebras have stripes that differ from animal to animal.\n")
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    (docs / "zebras.md").symlink_to(outside / "zebras.md")
+    (docs / "again.md").symlink_to(outside / "zebras.md")  # the same target twice: one document
+    report = Ingestor(kb).ingest_paths([docs])
+    assert not report.failures
+    [record] = kb.registry.list()
+    assert record.filename in ("again.md", "zebras.md") and record.status == "INDEXED"

@@ -140,11 +140,13 @@ def discover(
     missing = [str(p) for p in paths if not p.exists()]
     if missing:
         raise ConfigError(f"No such file or directory: {', '.join(missing)}")
-    found: dict[Path, Path] = {}
+    # resolved target → (root, the file as listed under it): a symlinked file keeps the path it has in the tree (its
+    # identity, and what the document is called), and a target linked twice is ingested once.
+    found: dict[Path, tuple[Path, Path]] = {}
     for given in paths:
         given = given.resolve()
         if given.is_file():
-            found.setdefault(given, given.parent)
+            found.setdefault(given, (given.parent, given))
             continue
         # A tree that contains the home leaves it out; a folder inside the home was allowed on purpose (uploads).
         leave_out = exclude if exclude is not None and given != exclude and exclude not in given.parents else None
@@ -158,8 +160,8 @@ def discover(
                         if skipped is not None and note not in skipped:
                             skipped.append(note)
                         continue
-                    found.setdefault(resolved, given)
-    return sorted(((root, file) for file, root in found.items()), key=lambda rf: str(rf[1]))
+                    found.setdefault(resolved, (given, file))
+    return sorted(found.values(), key=lambda rf: str(rf[1]))
 
 
 def make_chunks(
