@@ -78,8 +78,6 @@ def test_binary_with_nul_bytes_fails_clearly(kb, tmp_path):
 
 
 def test_a_symlinked_file_is_ingested_under_the_path_it_has_in_the_tree(kb, tmp_path):
-    from citewise.ingest.pipeline import Ingestor
-
     outside = tmp_path / "elsewhere"
     outside.mkdir()
     (outside / "zebras.md").write_text("# Zebras\n\nZebras have stripes that differ from animal to animal.\n")
