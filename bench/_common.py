@@ -6,6 +6,7 @@ import json
 import os
 import platform
 import sys
+import tempfile
 import time
 from datetime import UTC, datetime
 from importlib import metadata
@@ -65,6 +66,20 @@ def wait_for_quiet(max_load: float = 0.6, timeout_s: float = 900) -> float:
     while os.getloadavg()[0] > max_load and time.monotonic() < deadline:
         time.sleep(10)
     return round(os.getloadavg()[0], 2)
+
+
+def cli_env(home: Path, **extra: str) -> dict[str, str]:
+    """The environment for a `citewise` subprocess of a bench on `home`: offline, and one exported model shared by every
+    run (a fresh models folder costs a torch import and an export each time)."""
+    models = os.environ.get("CITEWISE_MODELS_DIR") or str(Path(tempfile.gettempdir()) / "citewise-bench-models")
+    return {
+        **os.environ,
+        "CITEWISE_HOME": str(home),
+        "CITEWISE_MODELS_DIR": models,
+        "HF_HUB_OFFLINE": "1",
+        "TRANSFORMERS_OFFLINE": "1",
+        **extra,
+    }
 
 
 def write_result(name: str, payload: dict, *, load_before: float | None = None) -> Path:

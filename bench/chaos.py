@@ -16,7 +16,6 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
-import os
 import random
 import socket
 import subprocess
@@ -31,7 +30,7 @@ from pathlib import Path
 import httpx
 import psutil
 
-from _common import ROOT, write_result
+from _common import ROOT, cli_env, write_result
 
 sys.path.insert(0, str(ROOT))  # the tests' fake OpenAI-compatible server is a probe tool here too
 from tests.support.fake_openai import FakeOpenAI, Fault
@@ -46,16 +45,7 @@ MB = 1024 * 1024
 
 
 def _env(home: Path, **extra: str) -> dict[str, str]:
-    models = os.environ.get("CITEWISE_MODELS_DIR") or str(Path(tempfile.gettempdir()) / "citewise-chaos-models")
-    return {
-        **os.environ,
-        "CITEWISE_HOME": str(home),
-        "CITEWISE_MODELS_DIR": models,
-        "HF_HUB_OFFLINE": "1",
-        "TRANSFORMERS_OFFLINE": "1",
-        "CITEWISE_SERVER__LOG_QUESTIONS": "false",
-        **extra,
-    }
+    return cli_env(home, CITEWISE_SERVER__LOG_QUESTIONS="false", **extra)
 
 
 def _cli(*args: str, home: Path, timeout: float = 180, stdin: str | None = None, **env: str):

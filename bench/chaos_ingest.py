@@ -25,28 +25,15 @@ from pathlib import Path
 
 import httpx
 
-from _common import write_result
+from _common import cli_env, write_result
 
 Probe = Callable[[Path], dict]
-
-
-def _env(home: Path, **extra: str) -> dict[str, str]:
-    # One exported model for every probe: a fresh models folder costs a torch import and an export each time.
-    models = os.environ.get("CITEWISE_MODELS_DIR") or str(Path(tempfile.gettempdir()) / "citewise-chaos-models")
-    return {
-        **os.environ,
-        "CITEWISE_HOME": str(home),
-        "CITEWISE_MODELS_DIR": models,
-        "HF_HUB_OFFLINE": "1",
-        "TRANSFORMERS_OFFLINE": "1",
-        **extra,
-    }
 
 
 def _cli(*args: str, home: Path, timeout: float = 120, **env: str) -> subprocess.CompletedProcess:
     return subprocess.run(
         [sys.executable, "-m", "citewise.cli", *args],
-        env=_env(home, **env),
+        env=cli_env(home, **env),
         capture_output=True,
         text=True,
         timeout=timeout,
@@ -90,7 +77,7 @@ def concurrent_ingests(workdir: Path) -> dict:
     procs = [
         subprocess.Popen(
             [sys.executable, "-m", "citewise.cli", "ingest", str(docs), "--json"],
-            env=_env(home),
+            env=cli_env(home),
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             text=True,
@@ -121,14 +108,14 @@ def kill_after_commit(workdir: Path) -> dict:
     home = workdir / "home"
     first = _cli("ingest", str(docs / "page000.md"), "--json", home=home)
     checks = [(first.returncode == 0, f"seed ingest exit {first.returncode}")]
-    os.environ.setdefault("CITEWISE_MODELS_DIR", _env(home)["CITEWISE_MODELS_DIR"])
+    os.environ.setdefault("CITEWISE_MODELS_DIR", cli_env(home)["CITEWISE_MODELS_DIR"])
     reader_kb = KnowledgeBase(Settings(home=home))
     reader = Retriever(reader_kb)
     before = reader.search("plover39 limit", mode="lexical")
     version = reader_kb.version
     proc = subprocess.Popen(
         [sys.executable, "-m", "citewise.cli", "ingest", str(docs), "--json"],
-        env=_env(home, CITEWISE_INGEST__COMMIT_EVERY="4", CITEWISE_INGEST__EMBED_BATCH_SIZE="4"),
+        env=cli_env(home, CITEWISE_INGEST__COMMIT_EVERY="4", CITEWISE_INGEST__EMBED_BATCH_SIZE="4"),
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
     )
@@ -171,7 +158,7 @@ def vanishing_files(workdir: Path) -> dict:
 
     proc = subprocess.Popen(
         [sys.executable, "-m", "citewise.cli", "ingest", str(docs), "--json"],
-        env=_env(home),
+        env=cli_env(home),
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
@@ -297,7 +284,7 @@ def _free_port() -> int:
 def _serve(home: Path, port: int, **env: str) -> subprocess.Popen:
     proc = subprocess.Popen(
         [sys.executable, "-m", "citewise.cli", "serve", "--port", str(port), "--log-level", "warning"],
-        env=_env(home, **env),
+        env=cli_env(home, **env),
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
         text=True,

@@ -198,6 +198,10 @@ class SectionRef(BaseModel):
     title: str = ""
     source_url: str | None = None
 
+    @classmethod
+    def of(cls, chunk: Chunk) -> SectionRef:
+        return cls(**chunk.model_dump(include=set(cls.model_fields)))
+
 
 class TraceEvent(BaseModel):
     """One step of a run: plan, constraints, tool_call, tool_result, validation, reprompt, retrieval_failure,

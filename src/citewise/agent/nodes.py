@@ -780,16 +780,7 @@ def closest_sections(sources: list[ScoredChunk]) -> list[SectionRef]:
         if key in seen:
             continue
         seen.add(key)
-        out.append(
-            SectionRef(
-                doc_id=chunk.doc_id,
-                chunk_id=chunk.chunk_id,
-                filename=chunk.filename,
-                chapter=chunk.chapter,
-                title=chunk.title,
-                source_url=chunk.source_url,
-            )
-        )
+        out.append(SectionRef.of(chunk))
         if len(out) == CLOSEST_SECTIONS:
             break
     return out
