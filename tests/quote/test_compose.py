@@ -629,3 +629,25 @@ def test_the_tail_of_a_sentence_cut_by_the_chunk_overlap_is_not_quoted():
     assert "retention_days" in answer.text
     # The same text as a document's first chunk is a real sentence, however it is cased.
     assert "keeps journal segments" in compose_quote_answer(question, [(1, first)]).text
+
+
+USAGE = chunk(
+    "## Usage\n\nIngest reads a folder of documents and indexes every supported file in it.\n\n"
+    "| Field | Content |\n| --- | --- |\n| `module` | Top-level folder of an ingested document |\n\n"
+    "```bash\n# Index a documentation folder\norbitron ingest docs/\n```\n",
+    "ingesting.md",
+    dense=0.55,
+)
+EXAMPLES = chunk(
+    '## Searching\n\n```bash\norbitron search "How do I ingest a folder of documents?"\n```\n',
+    "searching.md",
+    dense=0.6,
+)
+
+
+def test_a_procedure_is_answered_with_its_command_not_a_table_row_or_a_search_example():
+    answer = compose_quote_answer("How do I ingest a folder of documents?", [(1, EXAMPLES), (2, USAGE)])
+    assert not answer.refused
+    assert "orbitron ingest docs/" in answer.text
+    assert "| `module` |" not in answer.text  # a table describes; it is no step
+    assert "orbitron search" not in answer.text  # the question as a quoted argument answers nothing

@@ -39,6 +39,7 @@ from citewise.quote.sentences import (
 from citewise.text import compact, content_terms, jaccard, stem
 from citewise.types import REFUSAL_TEXT, AnswerStyle, ScoredChunk
 
+TABLE_ROW_IN_PROCEDURE = 0.3  # how much a table row counts in the answer to "how do I …"
 RELATIVE_CUTOFF = 0.5  # a sentence joins the answer when at least this fraction as relevant as the best one
 REDUNDANCY_JACCARD = 0.6  # two sentences sharing this much of their content words say the same thing
 CODE_MIN_COVERAGE = 0.5  # a code block covering this much of the question is quoted beside its passage's prose
@@ -176,6 +177,8 @@ def _kind_factor(sentence: Sentence, question: Question, chunk: ScoredChunk, chu
             return 1.3
         return 1.0
     if kind == QuestionKind.PROCEDURE:
+        if sentence.header:
+            return TABLE_ROW_IN_PROCEDURE  # a table describes; a procedure is told in sentences, steps and commands
         factor = 1.0
         if block_after(sentence, chunks) is not None:
             factor *= 1.3
@@ -403,7 +406,8 @@ def _steps(top: Sentence, chosen: list[Sentence], chunks, limit: int) -> list[Se
 def _code_block(chosen, blocks, chunks, question: Question) -> Sentence | None:
     """The one code block worth quoting beside the chosen sentences: the best block that covers the question well,
     else the block right after a chosen sentence that carries on its subject — both only from a passage the answer
-    quotes prose from."""
+    quotes prose from; for "how do I …", else the block that covers the question best wherever it is (the command is
+    the answer)."""
     for sentence in chosen:  # a lead-in ("…, or use another port:") comes with the block it introduces
         if sentence.text.rstrip("*_ ").endswith(":"):
             block = block_after(sentence, chunks)
@@ -420,6 +424,8 @@ def _code_block(chosen, blocks, chunks, question: Question) -> Sentence | None:
             continue
         if (sentence.terms - terms) & block.terms or question.kind == QuestionKind.PROCEDURE:
             return block
+    if question.kind == QuestionKind.PROCEDURE and blocks:
+        return blocks[0]
     return None
 
 

@@ -225,7 +225,7 @@ def candidates(chunks: Sequence[tuple[int, ScoredChunk]], *, code: bool = False)
         if code:
             for start, end in code_blocks(chunk.text):
                 text = chunk.text[start:end]
-                sentences.append(Sentence(slot, n, start, end, text, frozenset(content_terms(text)), code=True))
+                sentences.append(Sentence(slot, n, start, end, text, frozenset(code_terms(text)), code=True))
     return sentences
 
 
@@ -267,6 +267,15 @@ def antecedents(
     return heads, True
 
 
+_QUOTED_ARGUMENT_RE = re.compile(r"\"[^\"\n]*\"|'[^'\n]*'")
+
+
+def code_terms(block: str) -> set[str]:
+    """The words a code block says, not counting quoted arguments: `search "How do I remove deleted files?"` holds
+    the question as data and answers nothing about it."""
+    return content_terms(_QUOTED_ARGUMENT_RE.sub(" ", block))
+
+
 def block_after(
     sentence: Sentence, chunks: Sequence[tuple[int, ScoredChunk]], max_gap_words: int = 4
 ) -> Sentence | None:
@@ -281,4 +290,4 @@ def block_after(
     if len(between.split()) >= max_gap_words or re.search(r"^\s*#", between, re.M):
         return None
     block = text[start:end]
-    return Sentence(sentence.slot, sentence.n, start, end, block, frozenset(content_terms(block)), code=True)
+    return Sentence(sentence.slot, sentence.n, start, end, block, frozenset(code_terms(block)), code=True)
