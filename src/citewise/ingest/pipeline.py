@@ -19,6 +19,7 @@
 from __future__ import annotations
 
 import hashlib
+import json
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -85,6 +86,7 @@ class _Job:
     load: Callable[[], ParsedDocument]
     mtime_iso: str | None = None
     relative: str = ""
+    revision: str = ""
 
 
 @dataclass
@@ -209,7 +211,7 @@ def iter_chunks(
             chunk_index=index,
             text=draft.text,
             filename=filename,
-            source_url=source_url,
+            source_url=section_url(source_url, doc.anchors, draft.headings),
             module=module,
             chapter=" > ".join(draft.headings),
             title=doc.title,
@@ -219,6 +221,17 @@ def iter_chunks(
         )
         chunk.content_hash = _digest(search_text(chunk))
         yield chunk
+
+
+def section_url(url: str | None, anchors: dict[str, str], headings: tuple[str, ...]) -> str | None:
+    """The document's URL deep-linked to the nearest heading above a chunk that has an anchor (innermost first)."""
+    if not url or not anchors:
+        return url
+    for depth in range(len(headings), 0, -1):
+        fragment = anchors.get(" > ".join(headings[:depth]))
+        if fragment:
+            return url.split("#", 1)[0] + "#" + fragment
+    return url
 
 
 def _source_url(base_url: str | None, relative: str) -> str | None:
@@ -290,6 +303,13 @@ class Ingestor:
         jobs = []
         for doc in docs:
             content = "\n".join(b.text for b in doc.blocks)
+            # Where a chunk links to and which commit it came from are part of what is indexed: a new URL template
+            # or anchor re-writes the chunks (their vectors are reused). Documents without them hash as before.
+            linked = (
+                (doc.source_url or "", json.dumps(doc.anchors, sort_keys=True), doc.revision or "")
+                if doc.source_url or doc.anchors or doc.revision
+                else ()
+            )
             jobs.append(
                 _Job(
                     doc_id=make_doc_id(doc.source),
@@ -297,10 +317,11 @@ class Ingestor:
                     path="",
                     filename=doc.filename,
                     module="",
-                    file_hash=_digest(doc.title, content, self._fingerprint, self.owner),
+                    file_hash=_digest(doc.title, content, self._fingerprint, self.owner, *linked),
                     load=lambda doc=doc: doc,
                     mtime_iso=doc.date,
                     relative=doc.source,
+                    revision=doc.revision or "",
                 )
             )
         with self._writing():
@@ -561,6 +582,7 @@ class Ingestor:
             status=status,
             file_hash=job.file_hash if status == DocStatus.INDEXED else "",
             updated_at=now_iso(),
+            revision=job.revision,
             **extra,
         )
 
