@@ -110,7 +110,11 @@ class GitRepository:
                 porcelain.clone(self.location, str(target), bare=True, checkout=False, errstream=errors)
                 return Repo(str(target))
             repo = Repo(str(target))
-            porcelain.fetch(repo, self.location, errstream=errors)
+            # Fetched by remote name, so the remote-tracking refs (origin/<branch>) move; its URL follows the spec.
+            config = repo.get_config()
+            config.set((b"remote", b"origin"), b"url", self.location.encode())
+            config.write_to_path()
+            porcelain.fetch(repo, "origin", errstream=errors)
             return repo
         except Exception as exc:  # dulwich raises many kinds (HangupException, GitProtocolError, OSError, ...)
             detail = errors.getvalue().decode("utf-8", "replace").strip().splitlines()
@@ -157,13 +161,13 @@ class GitRepository:
         refs = repo.get_refs()
         wanted = self.spec.ref
         if wanted is None:
-            head = refs.get(b"HEAD")
-            if head is None:
+            if refs.get(b"HEAD") is None:
                 raise SourceError(f"{self.location} has no HEAD: name a branch or tag with --ref")
-            target = repo.refs.follow(b"HEAD")[0]
-            names = [n for n in target if n != b"HEAD"]
-            name = names[-1].decode().rsplit("/", 1)[-1] if names else head.decode()
-            return peel(head), name
+            chain, sha = repo.refs.follow(b"HEAD")
+            names = [n.decode() for n in chain if n != b"HEAD"]
+            if not names:  # a detached HEAD: that commit
+                return peel(sha), sha.decode()
+            wanted = _short(names[-1])  # a mirror's HEAD names the default branch; fetches move origin/<branch>
         for candidate in (f"refs/remotes/origin/{wanted}", f"refs/heads/{wanted}", f"refs/tags/{wanted}", wanted):
             sha = refs.get(candidate.encode())
             if sha is not None:
@@ -177,6 +181,11 @@ class GitRepository:
             f"{self.location} has no branch, tag or commit {wanted!r}"
             + (f" (it has: {', '.join(branches[:20])})" if branches else "")
         )
+
+    def close(self) -> None:
+        if self._repo is not None:
+            self._repo.close()
+            self._repo = None
 
     def read(self, path: str, blob: str) -> bytes:
         repo = self._repo or self.open()
@@ -200,6 +209,13 @@ class GitRepository:
         return hashlib.sha256(
             f"{self.template}\0{self.spec.slugs}\0{self.spec.root}\0{snapshot.ref}".encode()
         ).hexdigest()[:16]
+
+
+def _short(refname: str) -> str:
+    for prefix in ("refs/remotes/origin/", "refs/heads/", "refs/tags/"):
+        if refname.startswith(prefix):
+            return refname[len(prefix) :]
+    return refname
 
 
 def document_source(name: str, path: str) -> str:

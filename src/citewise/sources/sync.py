@@ -210,6 +210,13 @@ def _sync_web(kb, ingestor, name, spec, state, report, should_stop) -> None:
 def _sync_git(kb, ingestor, name, spec, state, report) -> None:
     repo = GitRepository(name, spec, kb.settings)
     repo.open()
+    try:
+        _sync_git_snapshot(kb, ingestor, name, spec, state, report, repo)
+    finally:
+        repo.close()
+
+
+def _sync_git_snapshot(kb, ingestor, name, spec, state, report, repo: GitRepository) -> None:
     snapshot = repo.snapshot()
     report.revision = snapshot.commit
     layout = repo.layout(snapshot)
