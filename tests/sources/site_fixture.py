@@ -62,7 +62,9 @@ TROUBLESHOOTING = html(
 SECRET = html("Internal", "<h1>Internal</h1><p>The staging cluster password policy is internal only.</p>")
 BLOG = html("Blog", "<h1>Release party</h1><p>We had cake to celebrate the release.</p>")
 NOINDEX = html(
-    "Draft", "<h1>Draft</h1><p>This draft page must stay out of the index.</p>", '<meta name="robots" content="noindex">'
+    "Draft",
+    "<h1>Draft</h1><p>This draft page must stay out of the index.</p>",
+    '<meta name="robots" content="noindex">',
 )
 ALIAS = html(
     "Guide (print)",
@@ -108,7 +110,8 @@ def build(site: DocsSite, *, huge_bytes: int = 200_000) -> None:
     site.page("/robots.txt", f"User-agent: *\nDisallow: /docs/private/\nSitemap: {base}/sitemap.xml\n", "text/plain")
     site.page("/sitemap.xml", SITEMAP_INDEX.format(base=base), "application/xml")
     site.page("/sitemap-docs.xml", urlset(base, SITEMAP_PATHS), "application/xml")
-    site.page("/llms.txt", "# Acme\n\n> Acme docs for LLMs.\n\n- [Troubleshooting](/docs/troubleshooting.html)\n", "text/plain")
+    llms = "# Acme\n\n> Acme docs for LLMs.\n\n- [Troubleshooting](/docs/troubleshooting.html)\n"
+    site.page("/llms.txt", llms, "text/plain")
     site.page("/docs/", INDEX)
     site.page("/docs/install.html", INSTALL)
     site.page("/docs/guide.html", GUIDE)

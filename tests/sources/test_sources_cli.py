@@ -26,7 +26,8 @@ def test_add_sync_list_remove_a_website(site, tmp_path, monkeypatch):
     config.write_text('# our deployment\n[retrieval]\nmode = "hybrid"  # keep hybrid\n')
     home = str(tmp_path / "home")
 
-    added = cli("sources", "add", "acme", site.url("/docs/"), "--allow-private-network", "--every", "6h", "--home", home)
+    url = site.url("/docs/")
+    added = cli("sources", "add", "acme", url, "--allow-private-network", "--every", "6h", "--home", home)
     assert added.exit_code == 0, added.output
     text = config.read_text()
     assert "# our deployment" in text and "# keep hybrid" in text

@@ -7,6 +7,8 @@ every page. The real embedding model, LanceDB and quote mode answer questions fr
 
 from __future__ import annotations
 
+import itertools
+
 import pytest
 from tests.sources import site_fixture as sf
 from tests.sources.conftest import source_settings
@@ -171,7 +173,7 @@ def test_crawl_delay_spaces_requests_out(site, tmp_path, make_kb):
     assert report.ok and any("Crawl-delay" in note for note in report.notes)
     times = [hit.at for hit in site.log if hit.path.startswith("/docs/")]
     assert len(times) >= 2
-    assert all(later - earlier >= 0.25 for earlier, later in zip(times, times[1:], strict=False))
+    assert all(later - earlier >= 0.25 for earlier, later in itertools.pairwise(times))
 
 
 @pytest.mark.parametrize("address", ["127.0.0.1", "10.1.2.3", "169.254.169.254", "100.64.0.1", "::1", "fd00::1"])

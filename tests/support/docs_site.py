@@ -45,7 +45,7 @@ class DocsSite:
         class Handler(BaseHTTPRequestHandler):
             protocol_version = "HTTP/1.1"
 
-            def do_GET(self) -> None:  # noqa: N802 - http.server's naming
+            def do_GET(self) -> None:
                 site._serve(self)
 
             def log_message(self, format: str, *args: object) -> None:
