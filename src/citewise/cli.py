@@ -627,6 +627,7 @@ def sources_list(home: HomeOpt = None, as_json: JsonOpt = False) -> None:
     """Show every source: last sync, documents, failures, next scheduled run."""
 
     def go() -> int:
+        from citewise.sources.config import redact_url
         from citewise.sources.sync import next_run, runs
 
         found = runs(_settings(home))
@@ -637,7 +638,7 @@ def sources_list(home: HomeOpt = None, as_json: JsonOpt = False) -> None:
                 {
                     "name": run.name,
                     "kind": str(run.spec.kind or ""),
-                    "url": run.spec.url,
+                    "url": redact_url(run.spec.url),
                     "owner": run.spec.owner,
                     "every": run.spec.every,
                     "last_sync": run.last_finished,

@@ -273,6 +273,12 @@ class ServerSettings(BaseModel):
         60.0, gt=0, description="Seconds a client has to send a whole request body (408 after that)."
     )
     keep_alive_s: int = Field(5, ge=1, description="Seconds an idle keep-alive connection stays open.")
+    scheduled_syncs: bool = Field(
+        True,
+        description=(
+            "Sync the sources that have `every` in the background; turn off on all but one server sharing a home."
+        ),
+    )
 
     @field_validator("trusted_proxies")
     @classmethod

@@ -10,10 +10,20 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from urllib.parse import urlsplit, urlunsplit
 
 from citewise.errors import ConfigError
 from citewise.settings import SOURCE_NAME_RE, Settings, SourceKind, SourceSpec
 from citewise.sources.state import SourceState
+
+
+def redact_url(url: str) -> str:
+    """`url` with any user name or password in it replaced by ***, for lists, logs and error messages."""
+    parts = urlsplit(url)
+    if not parts.scheme or "@" not in parts.netloc:
+        return url
+    host = parts.netloc.rsplit("@", 1)[1]
+    return urlunsplit((parts.scheme, f"***@{host}", parts.path, parts.query, parts.fragment))
 
 
 def config_path() -> Path:

@@ -20,7 +20,7 @@ import socket
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from urllib.parse import urljoin, urlsplit
+from urllib.parse import urljoin, urlsplit, urlunsplit
 
 import httpx
 
@@ -55,6 +55,14 @@ def is_public(address: str) -> bool:
     if isinstance(ip, ipaddress.IPv6Address) and ip.ipv4_mapped is not None:
         ip = ip.ipv4_mapped
     return ip.is_global and not ip.is_multicast
+
+
+def without_userinfo(url: str) -> str:
+    """`url` without a user name or password: httpx would turn them into an Authorization header."""
+    parts = urlsplit(url)
+    if "@" not in parts.netloc:
+        return url
+    return urlunsplit((parts.scheme, parts.netloc.rsplit("@", 1)[1], parts.path, parts.query, parts.fragment))
 
 
 def check_scheme(url: str) -> None:
@@ -136,7 +144,7 @@ class Fetcher:
         """GET `url`, following redirects within scope. `conditional(url)` gives the If-None-Match / If-Modified-Since
         headers to send to each hop. Raises Refused, TooLarge, or SourceError for a network failure."""
         chain: list[str] = []
-        current = url
+        current = without_userinfo(url)
         while True:
             check_scheme(current)
             if check_scope and chain and not self.in_scope(current):
@@ -149,7 +157,7 @@ class Fetcher:
             chain.append(current)
             if len(chain) > self.max_redirects:
                 raise SourceError(f"{url}: more than {self.max_redirects} redirects (sync.max_redirects)")
-            current = urljoin(current, location.strip()).split("#", 1)[0]
+            current = without_userinfo(urljoin(current, location.strip()).split("#", 1)[0])
 
     async def _get_once(self, url: str, max_bytes: int, extra: dict[str, str]) -> Response:
         target = httpx.URL(url)

@@ -20,6 +20,7 @@ from urllib.parse import urlsplit
 
 from citewise.errors import ConfigError, IngestError, SourceError
 from citewise.settings import Settings, SourceSpec
+from citewise.sources.config import redact_url
 from citewise.sources.fetch import resolve_checked
 from citewise.sources.globs import any_match
 
@@ -118,8 +119,10 @@ class GitRepository:
             return repo
         except Exception as exc:  # dulwich raises many kinds (HangupException, GitProtocolError, OSError, ...)
             detail = errors.getvalue().decode("utf-8", "replace").strip().splitlines()
+            shown = redact_url(self.location)
+            message = str(exc).replace(self.location, shown)
             raise SourceError(
-                f"cannot fetch {self.location}: {type(exc).__name__}: {exc}" + (f" ({detail[-1]})" if detail else "")
+                f"cannot fetch {shown}: {type(exc).__name__}: {message}" + (f" ({detail[-1]})" if detail else "")
             ) from exc
 
     def snapshot(self) -> Snapshot:
