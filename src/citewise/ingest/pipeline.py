@@ -34,6 +34,7 @@ from citewise.index.lancedb_store import search_text
 from citewise.index.registry import now_iso
 from citewise.index.store import validate_owner
 from citewise.ingest.chunking import iter_chunk_drafts
+from citewise.ingest.globs import any_match
 from citewise.ingest.loaders import SUPPORTED_SUFFIXES, load_file
 from citewise.settings import IngestSettings
 from citewise.types import PUBLIC_OWNER, Chunk, DocStatus, DocumentRecord, ParsedDocument, make_chunk_id, make_doc_id
@@ -135,10 +136,16 @@ def _digest(*parts: bytes | str) -> str:
 
 
 def discover(
-    paths: Sequence[Path], globs: Sequence[str], *, exclude: Path | None = None, skipped: list[str] | None = None
+    paths: Sequence[Path],
+    globs: Sequence[str],
+    *,
+    exclude: Path | None = None,
+    skipped: list[str] | None = None,
+    ignore: Sequence[str] = (),
 ) -> list[tuple[Path, Path]]:
     """(root, file) pairs for every supported file under `paths`, sorted, each file once. Files under `exclude` (the
-    home) are left out, and `skipped` is told so."""
+    home) are left out, and `skipped` is told so; so are files whose path under their root matches an `ignore`
+    glob (a source's --exclude), silently."""
     missing = [str(p) for p in paths if not p.exists()]
     if missing:
         raise ConfigError(f"No such file or directory: {', '.join(missing)}")
@@ -156,6 +163,8 @@ def discover(
             for file in given.glob(pattern):
                 rel_parts = file.relative_to(given).parts[:-1]
                 if file.is_file() and not any(p in SKIP_DIRS or p.startswith(".") for p in rel_parts):
+                    if ignore and any_match(file.relative_to(given).as_posix(), ignore):
+                        continue
                     resolved = file.resolve()
                     if leave_out is not None and (resolved == leave_out or leave_out in resolved.parents):
                         note = f"{leave_out} (the Citewise home, inside {given}: never ingested)"
@@ -275,13 +284,18 @@ class Ingestor:
 
     # -- entry points ------------------------------------------------------------------------------------------
     def ingest_paths(
-        self, paths: Sequence[Path], *, prune: bool = False, globs: Sequence[str] | None = None
+        self,
+        paths: Sequence[Path],
+        *,
+        prune: bool = False,
+        globs: Sequence[str] | None = None,
+        ignore: Sequence[str] = (),
     ) -> IngestReport:
         started = datetime.now(UTC)
         patterns = globs or self.settings.ingest.globs
         self._check_paths(paths)
         skipped: list[str] = []
-        files = discover(paths, patterns, exclude=self.settings.home.resolve(), skipped=skipped)
+        files = discover(paths, patterns, exclude=self.settings.home.resolve(), skipped=skipped, ignore=ignore)
         if not files and not prune:  # with --prune an emptied folder is legitimate: everything under it goes
             raise ConfigError(
                 f"No files to ingest under {', '.join(str(p) for p in paths)} (patterns: {', '.join(patterns)}). "

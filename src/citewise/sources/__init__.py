@@ -6,7 +6,6 @@
     web.py      discovery (robots.txt, sitemaps, llms.txt, links) and page reading for website sources
     git.py      a repository at a ref, read by blob id (dulwich)
     anchors.py  section anchors: a page's own heading ids, or the site's slug rule
-    globs.py    include/exclude path globs
     sync.py     one sync as the home's writer: read, index the changes, remove what is gone, record
 
 This package sits beside `ingest` and below `agent` and `server`: it imports `ingest`, `index`, `settings`,

@@ -19,10 +19,10 @@ from pathlib import Path, PurePosixPath
 from urllib.parse import urlsplit
 
 from citewise.errors import ConfigError, IngestError, SourceError
+from citewise.ingest.globs import any_match
 from citewise.settings import Settings, SourceSpec
 from citewise.sources.config import redact_url
 from citewise.sources.fetch import resolve_checked
-from citewise.sources.globs import any_match
 
 _URL_PREFIXES = ("http://", "https://", "git://", "ssh://", "git@")
 _INDEX_PAGES = frozenset({"index", "readme", "_index"})

@@ -267,7 +267,7 @@ def _sync_folder(kb, ingestor, name, spec, state, report) -> None:
     if not root.is_dir():
         raise SourceError(f"{spec.url}: no such folder; nothing was changed")
     known = state.documents(name)
-    ingest = ingestor.ingest_paths([root], prune=True, globs=spec.include or None)
+    ingest = ingestor.ingest_paths([root], prune=True, globs=spec.include or None, ignore=spec.exclude)
     _count(ingest, report)
     report.updated, report.unchanged, report.removed = ingest.indexed, ingest.unchanged, ingest.pruned
     report.failures += [SyncFailure(document=f.source, error=f.error) for f in ingest.failures]
