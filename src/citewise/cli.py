@@ -605,6 +605,8 @@ def sources_add(
             error = exc.errors()[0]
             raise CitewiseError(f"Invalid source: {'.'.join(map(str, error['loc']))}: {error['msg']}") from exc
         spec.kind = kind_of(spec)
+        if "://" not in spec.url and not spec.url.startswith("git@"):
+            spec.url = str(Path(spec.url).expanduser().resolve())  # a server started elsewhere finds it too
         if spec.kind == SourceKind.WEB:
             check_scheme(spec.url)
         if spec.kind == SourceKind.FOLDER and spec.url_template:

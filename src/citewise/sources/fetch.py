@@ -139,15 +139,17 @@ class Fetcher:
         *,
         max_bytes: int,
         conditional: Callable[[str], dict[str, str]] | None = None,
-        check_scope: bool = True,
+        allowed: Callable[[str], bool] | None = None,
     ) -> Response:
-        """GET `url`, following redirects within scope. `conditional(url)` gives the If-None-Match / If-Modified-Since
-        headers to send to each hop. Raises Refused, TooLarge, or SourceError for a network failure."""
+        """GET `url`, following redirects that `allowed` (default: the source's scope) accepts. `conditional(url)`
+        gives the If-None-Match / If-Modified-Since headers to send to each hop. Raises Refused, TooLarge, or
+        SourceError for a network failure."""
+        allowed = allowed or self.in_scope
         chain: list[str] = []
         current = without_userinfo(url)
         while True:
             check_scheme(current)
-            if check_scope and chain and not self.in_scope(current):
+            if chain and not allowed(current):
                 raise Refused(f"{chain[0]} redirects to {current}, outside the source: not followed")
             response = await self._get_once(current, max_bytes, (conditional or (lambda u: {}))(current))
             location = response.headers.get("location")

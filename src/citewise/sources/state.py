@@ -131,9 +131,8 @@ class SourceState:
         """The given sources with what the home knows of their runs, in name order."""
         with self._db() as db:
             rows = {row[0]: row for row in db.execute("SELECT * FROM sources")}
-            counts = dict(
-                db.execute("SELECT source, COUNT(*) FROM source_documents WHERE doc_id != '' GROUP BY source")
-            )
+            indexed = "SELECT source, COUNT(*) FROM source_documents WHERE doc_id != '' AND note = '' GROUP BY source"
+            counts = dict(db.execute(indexed))
         runs = []
         for name in sorted(specs):
             row = rows.get(name)

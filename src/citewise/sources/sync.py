@@ -191,8 +191,9 @@ def _sync_web(kb, ingestor, name, spec, state, report, should_stop) -> None:
     failed = {f.source: f.error for f in ingest.failures}
     rows: dict[str, SourceDocument] = {}
     for url, page in pages.items():
-        if url in failed:
-            page.record.note, page.record.content_hash = failed[url], ""  # read again next time
+        if url in failed:  # read in full again next time: no hash to match, no conditional request
+            page.record.note, page.record.content_hash = failed[url], ""
+            page.record.etag = page.record.last_modified = ""
         rows[url] = page.record
     for key, old in known.items():
         if key in rows or key in crawl.gone:

@@ -369,7 +369,7 @@ class WebCrawler:
         assert self._fetcher is not None
         url = origin + "/robots.txt"
         try:
-            response = await self._fetcher.get(url, max_bytes=self.file_cap, check_scope=False)
+            response = await self._fetcher.get(url, max_bytes=self.file_cap, allowed=self.scope.on_allowed_host)
         except Refused:
             raise
         except SourceError as exc:
@@ -399,7 +399,7 @@ class WebCrawler:
     async def _fetch_text(self, url: str) -> str | None:
         assert self._fetcher is not None
         try:
-            response = await self._fetcher.get(url, max_bytes=self.file_cap, check_scope=False)
+            response = await self._fetcher.get(url, max_bytes=self.file_cap, allowed=self.scope.on_allowed_host)
         except SourceError as exc:
             self.result.notes.append(f"{url}: {exc}")
             return None
