@@ -681,6 +681,7 @@ def sources_list(home: HomeOpt = None, as_json: JsonOpt = False) -> None:
 @sources_app.command("sync")
 def sources_sync(
     name: Annotated[str | None, typer.Argument(help="The source to sync (default: every source).")] = None,
+    no_wait: NoWaitOpt = False,
     home: HomeOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
@@ -701,7 +702,7 @@ def sources_sync(
         reports = []
         for each in names:
             with _progress(not as_json) as progress:
-                report = sync_source(kb, each, progress=progress)
+                report = sync_source(kb, each, progress=progress, wait_s=0 if no_wait else None, on_wait=_waiting)
             reports.append(report)
             if not as_json:
                 _print_sync(report)
@@ -740,6 +741,7 @@ def _print_sync(report) -> None:
 @sources_app.command("remove")
 def sources_remove(
     name: Annotated[str, typer.Argument(help="The source to remove.", show_default=False)],
+    no_wait: NoWaitOpt = False,
     home: HomeOpt = None,
 ) -> None:
     """Remove a source and its documents from the index, the home and citewise.toml."""
@@ -748,7 +750,7 @@ def sources_remove(
         from citewise.index.knowledge_base import KnowledgeBase
         from citewise.sources.sync import remove_source
 
-        removed = remove_source(KnowledgeBase(_settings(home)), name)
+        removed = remove_source(KnowledgeBase(_settings(home)), name, wait_s=0 if no_wait else None, on_wait=_waiting)
         say(out, "Removed source {} and its {} document(s).", name, removed)
         return 0
 

@@ -8,6 +8,9 @@ every page. The real embedding model, LanceDB and quote mode answer questions fr
 from __future__ import annotations
 
 import itertools
+import shutil
+import subprocess
+import time
 
 import pytest
 from tests.sources import site_fixture as sf
@@ -206,3 +209,25 @@ def test_file_urls_are_refused():
     for url in ("file:///etc/passwd", "ftp://example.com/", "gopher://x/"):
         with pytest.raises(Refused):
             check_scheme(url)
+
+
+@pytest.mark.skipif(shutil.which("flock") is None, reason="needs util-linux flock to hold the lock from outside")
+def test_a_sync_is_a_writer_and_waits_for_the_home_lock(site, tmp_path, make_kb):
+    settings = source_settings(tmp_path / "home", acme=_spec(site))
+    kb = make_kb(settings)
+    settings.home.mkdir(parents=True)
+    holder = subprocess.Popen(["flock", "-o", str(settings.home / "write.lock"), "sleep", "30"])
+    try:
+        deadline = time.monotonic() + 10
+        while not (settings.home / "write.lock").exists() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        time.sleep(0.3)  # flock has taken it
+
+        busy = sync_source(kb, "acme", wait_s=0)
+
+        assert not busy.ok and "Another writer" in busy.error
+        assert site.log == []  # nothing fetched while another writer holds the home
+    finally:
+        holder.kill()
+        holder.wait()
+    assert sync_source(kb, "acme", wait_s=5).ok

@@ -23,7 +23,7 @@ import hashlib
 import logging
 import shutil
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from pathlib import Path, PurePosixPath
 
@@ -78,20 +78,19 @@ class SyncReport(BaseModel):
     notes: list[str] = Field(default_factory=list)
 
 
-@contextlib.contextmanager
-def _writing(kb: KnowledgeBase) -> Iterator[None]:
-    """The home's write lock, held for the whole sync. Every writer takes it; this is the sync's one entry point."""
-    yield
-
-
 def sync_source(
     kb: KnowledgeBase,
     name: str,
     *,
     progress: Progress | None = None,
     should_stop: Callable[[], bool] | None = None,
+    wait_s: float | None = None,
+    on_wait: Callable[[str], None] | None = None,
 ) -> SyncReport:
-    """Sync the source `name` (from citewise.toml or the home). Never raises for a failed sync: the report says."""
+    """Sync the source `name` (from citewise.toml or the home). Never raises for a failed sync: the report says.
+
+    The whole sync holds the home's write lock (`KnowledgeBase.writing`: `wait_s` / `on_wait` as for any writer);
+    `should_stop` (the server's shutdown) stops the crawl and the ingest at their next checkpoint."""
     settings = kb.settings
     state = SourceState(settings.index_dir)
     report = SyncReport(source=name, started_at=now_iso())
@@ -101,9 +100,9 @@ def sync_source(
         spec = spec_of(settings, name)
         kind = kind_of(spec)
         report.kind = str(kind)
-        with _writing(kb):
+        with kb.writing(wait_s=wait_s, on_wait=on_wait, cancelled=should_stop):
             state.started(name, spec)
-            ingestor = Ingestor(kb, owner=spec.owner, progress=progress)
+            ingestor = Ingestor(kb, owner=spec.owner, progress=progress, should_stop=should_stop)
             if kind == SourceKind.WEB:
                 _sync_web(kb, ingestor, name, spec, state, report, should_stop)
             elif kind == SourceKind.GIT:
@@ -124,13 +123,15 @@ def sync_source(
     return report
 
 
-def remove_source(kb: KnowledgeBase, name: str) -> int:
+def remove_source(
+    kb: KnowledgeBase, name: str, *, wait_s: float | None = None, on_wait: Callable[[str], None] | None = None
+) -> int:
     """Remove a source: its documents leave the index, its state the home, its table citewise.toml. Returns how many
     documents were removed."""
     settings = kb.settings
     state = SourceState(settings.index_dir)
     spec_of(settings, name)  # says plainly when there is no such source
-    with _writing(kb):
+    with kb.writing(wait_s=wait_s, on_wait=on_wait):
         doc_ids = sorted({d.doc_id for d in state.documents(name).values() if d.doc_id})
         _remove(kb, doc_ids)
         state.forget(name)
@@ -160,6 +161,8 @@ def _sync_web(kb, ingestor, name, spec, state, report, should_stop) -> None:
     known = state.documents(name)
     crawler = WebCrawler(spec, settings.sync, known, should_stop=should_stop)
     crawl = asyncio.run(crawler.run(deadline_s=settings.sync.max_sync_s))
+    if should_stop is not None and should_stop():
+        raise SourceError("stopped before it finished (the server is shutting down); nothing was changed")
     report.requests, report.not_modified, report.complete = crawl.requests, crawl.not_modified, crawl.complete
     report.notes += crawl.notes
     report.skipped = dict(sorted(crawl.skipped.items())[:_MAX_LISTED])
@@ -288,6 +291,8 @@ def _sync_folder(kb, ingestor, name, spec, state, report) -> None:
 def _index(ingestor: Ingestor, docs: list[ParsedDocument], report: SyncReport) -> IngestReport:
     ingest = ingestor.ingest_documents(docs) if docs else IngestReport()
     _count(ingest, report)
+    if ingest.interrupted:  # the source's rows stay as they were: the next sync reads these documents again
+        raise SourceError("stopped before it finished (the server is shutting down); the next sync completes it")
     report.failures += [SyncFailure(document=f.source, error=f.error) for f in ingest.failures]
     return ingest
 
@@ -312,8 +317,7 @@ def _remove(kb: KnowledgeBase, doc_ids: list[str]) -> None:
         return
     if kb.manifest:
         kb.store.delete_documents(doc_ids)
-    kb.registry.delete(doc_ids)
-    kb.bump_version()
+    kb.registry.delete(doc_ids)  # readers see the removal with the store's next version (its own commit)
 
 
 __all__ = ["SyncReport", "next_run", "normalize_url", "remove_source", "runs", "sync_source"]
