@@ -540,6 +540,8 @@ def doctor(
                 say(out, "[green]Repaired {} problem(s).[/]", len(report.problems))
         return 1 if report.remaining else 0
 
+    _run(go)
+
 
 # -- sources -------------------------------------------------------------------------------------------------------
 

@@ -188,15 +188,14 @@ def test_private_loopback_and_link_local_addresses_are_not_public(address):
 
 
 def test_public_addresses_pass_and_names_are_checked_after_resolving():
-    from citewise.errors import SourceError
     from citewise.sources.fetch import Refused, is_public, resolve_checked
 
     assert is_public("93.184.216.34") and is_public("2606:2800:220:1::")
     with pytest.raises(Refused, match="allow-private-network"):
         resolve_checked("localhost", 80, allow_private=False)
     assert resolve_checked("localhost", 80, allow_private=True)
-    with pytest.raises(SourceError):
-        resolve_checked("no-such-host.invalid", 80, allow_private=False)
+    with pytest.raises(Refused):  # an address literal is checked without resolving anything
+        resolve_checked("[::1]", 80, allow_private=False)
 
 
 def test_file_urls_are_refused():
