@@ -230,3 +230,21 @@ def test_a_sync_is_a_writer_and_waits_for_the_home_lock(site, tmp_path, make_kb)
         holder.kill()
         holder.wait()
     assert sync_source(kb, "acme", wait_s=5).ok
+
+
+def test_pages_behind_a_failing_page_are_kept(site, tmp_path, make_kb):
+    # troubleshooting.html is reached only through a hub page; the hub answers 500 on the second sync.
+    site.page("/llms.txt", "# Acme\n\n- [Hub](/docs/hub.html)\n", "text/plain")
+    site.page(
+        "/docs/hub.html", sf.html("Hub", '<h1>Hub</h1><p>Start here: <a href="troubleshooting.html">help</a>.</p>')
+    )
+    kb = make_kb(source_settings(tmp_path / "home", acme=_spec(site)))
+    assert sync_source(kb, "acme").ok
+    assert site.url("/docs/troubleshooting.html") in _indexed_urls(kb)
+    site.page("/docs/hub.html", "oops", "text/plain", status=500)
+
+    report = sync_source(kb, "acme")
+
+    assert report.ok and report.complete and report.removed == 0
+    assert {site.url("/docs/hub.html"), site.url("/docs/troubleshooting.html")} <= _indexed_urls(kb)
+    assert {f.document for f in report.failures} == {site.url("/docs/huge.html"), site.url("/docs/hub.html")}

@@ -274,6 +274,7 @@ class WebCrawler:
             return
         except (TooLarge, SourceError) as exc:
             result.failed[url] = str(exc)
+            self._follow_known(url, depth)
             return
         final = normalize_url(response.url)
         if final != url:
@@ -301,6 +302,7 @@ class WebCrawler:
             return
         if response.status != 200:
             result.failed[final] = f"HTTP {response.status}"
+            self._follow_known(final, depth)
             return
         kind = _kind(headers.get("content-type", ""), final)
         if kind is None:
@@ -342,6 +344,13 @@ class WebCrawler:
             read.doc.date = _http_date(record.last_modified)
         record.doc_id = make_doc_id(final)
         result.pages[final] = Page(final, record, read.doc)
+
+    def _follow_known(self, url: str, depth: int) -> None:
+        """A page that failed for now still leads where it led last time: the pages only it links to must not look
+        gone (and be removed) because it answered 500 once."""
+        known = self.known.get(url)
+        if known is not None:
+            self._follow(known.links, depth)
 
     def _follow(self, links: list[str], depth: int) -> None:
         if depth >= self.max_depth:
