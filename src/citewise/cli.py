@@ -37,7 +37,12 @@ app = typer.Typer(
 )
 docs_app = typer.Typer(help="Inspect and manage ingested documents.", no_args_is_help=True)
 eval_app = typer.Typer(help="Measure retrieval and answer quality on your own data.", no_args_is_help=True)
+sources_app = typer.Typer(
+    help="Docs where they live: websites, Git repositories and folders, declared once and kept in sync.",
+    no_args_is_help=True,
+)
 app.add_typer(docs_app, name="docs")
+app.add_typer(sources_app, name="sources")
 app.add_typer(eval_app, name="eval")
 
 out = Console()
@@ -288,7 +293,8 @@ def _print_answer(answer, *, shown: str = "") -> None:
         for c in answer.citations:
             where = c.filename + (f" › {c.chapter}" if c.chapter else "")
             url = f"  {c.source_url}" if c.source_url else ""
-            say(out, "  {} {}{}", f"[{c.n}]", where, url)
+            commit = f"  (commit {c.revision[:12]})" if c.revision else ""
+            say(out, "  {} {}{}{}", f"[{c.n}]", where, url, commit)
     for conflict in answer.conflicting_info:
         values = "; ".join(f"{v.value} ({v.filename}{', ' + v.date if v.date else ''})" for v in conflict.values)
         resolved = f" — newest says {conflict.resolved_value}" if conflict.resolved_value else ""
@@ -533,6 +539,222 @@ def doctor(
             else:
                 say(out, "[green]Repaired {} problem(s).[/]", len(report.problems))
         return 1 if report.remaining else 0
+
+    _run(go)
+
+
+# -- sources -------------------------------------------------------------------------------------------------------
+
+
+@sources_app.command("add")
+def sources_add(
+    name: Annotated[str, typer.Argument(help="A name for the source (lowercase, digits, _ -).", show_default=False)],
+    url_or_path: Annotated[
+        str, typer.Argument(help="Site URL, Git clone URL or repository path, or a folder.", show_default=False)
+    ],
+    owner: OwnerOpt = None,
+    include: Annotated[
+        list[str] | None,
+        typer.Option("--include", help="Glob or URL prefix documents must match (repeatable).", show_default=False),
+    ] = None,
+    exclude: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--exclude", help="Glob or URL prefix of documents to leave out (repeatable).", show_default=False
+        ),
+    ] = None,
+    every: Annotated[
+        str | None, typer.Option("--every", help="`citewise serve` syncs it this often: 6h, 30m, 1d.")
+    ] = None,
+    ref: Annotated[str | None, typer.Option("--ref", help="Git: branch or tag (default: HEAD).")] = None,
+    root: Annotated[str, typer.Option("--root", help="Git: folder inside the repository to read.")] = "",
+    url_template: Annotated[
+        str | None,
+        typer.Option("--url-template", help="Git: citation URL with {ref} {commit} {path} {page}."),
+    ] = None,
+    slugs: Annotated[
+        str, typer.Option("--slugs", help="Heading anchors of the rendered pages: github or mkdocs.")
+    ] = "github",
+    kind: Annotated[str | None, typer.Option("--kind", help="web, git or folder (default: from the URL).")] = None,
+    allow_private_network: Annotated[
+        bool,
+        typer.Option("--allow-private-network", help="Allow loopback, private and link-local addresses."),
+    ] = False,
+    max_pages: Annotated[int | None, typer.Option("--max-pages", help="Web: most pages per sync.")] = None,
+    max_depth: Annotated[int | None, typer.Option("--max-depth", help="Web: most links followed from a seed.")] = None,
+    home: HomeOpt = None,
+) -> None:
+    """Declare a source in citewise.toml and the home. `citewise sources sync NAME` then brings it in."""
+
+    def go() -> int:
+        from citewise.settings import SourceKind, SourceSpec
+        from citewise.sources.config import all_specs, check_name, config_path, kind_of, redact_url, write_to_config
+        from citewise.sources.fetch import check_scheme
+        from citewise.sources.state import SourceState
+
+        settings = _settings(home)
+        check_name(name)
+        if name in all_specs(settings):
+            raise CitewiseError(f"A source named {name!r} exists already; `citewise sources remove {name}` first.")
+        values = dict(
+            url=url_or_path, kind=kind, owner=owner or "public", include=tuple(include or ()),
+            exclude=tuple(exclude or ()), every=every, ref=ref, root=root, url_template=url_template, slugs=slugs,
+            allow_private_network=allow_private_network, max_pages=max_pages, max_depth=max_depth,
+        )  # fmt: skip
+        try:
+            spec = SourceSpec(**{k: v for k, v in values.items() if v is not None})
+        except PydanticValidationError as exc:
+            error = exc.errors()[0]
+            raise CitewiseError(f"Invalid source: {'.'.join(map(str, error['loc']))}: {error['msg']}") from exc
+        spec.kind = kind_of(spec)
+        if "://" not in spec.url and not spec.url.startswith("git@"):
+            spec.url = str(Path(spec.url).expanduser().resolve())  # a server started elsewhere finds it too
+        if spec.kind == SourceKind.WEB:
+            check_scheme(spec.url)
+        if spec.kind == SourceKind.FOLDER and spec.url_template:
+            raise CitewiseError(
+                "A folder source links like `citewise ingest`: set ingest.base_url, not --url-template."
+            )
+        path = config_path()
+        write_to_config(path, name, spec)
+        SourceState(settings.index_dir).save_spec(name, spec)
+        say(out, "Added source {} ({}: {}) to {}.", name, spec.kind, redact_url(spec.url), path)
+        schedule = f" `citewise serve` syncs it every {spec.every}." if spec.every else ""
+        say(out, "Bring it in with `citewise sources sync {}`.{}", name, schedule)
+        return 0
+
+    _run(go)
+
+
+@sources_app.command("list")
+def sources_list(home: HomeOpt = None, as_json: JsonOpt = False) -> None:
+    """Show every source: last sync, documents, failures, next scheduled run."""
+
+    def go() -> int:
+        from citewise.sources.config import redact_url
+        from citewise.sources.sync import next_run, runs
+
+        found = runs(_settings(home))
+        rows = []
+        for run in found:
+            upcoming = next_run(run)
+            rows.append(
+                {
+                    "name": run.name,
+                    "kind": str(run.spec.kind or ""),
+                    "url": redact_url(run.spec.url),
+                    "owner": run.spec.owner,
+                    "every": run.spec.every,
+                    "last_sync": run.last_finished,
+                    "last_ok": run.last_ok,
+                    "last_error": run.last_error,
+                    "last_success": run.last_success,
+                    "documents": run.documents,
+                    "failures": run.report.get("failed", 0),
+                    "next_run": upcoming.isoformat(timespec="seconds") if upcoming else None,
+                }
+            )
+        if as_json:
+            print(json.dumps(rows))
+            return 0
+        if not rows:
+            out.print("No sources. Add one with `citewise sources add NAME URL_OR_PATH`.")
+            return 0
+        table = Table()
+        for column in ("name", "kind", "url", "owner", "every", "last sync", "documents", "failures", "next run"):
+            table.add_column(column, overflow="fold")
+        for row in rows:
+            if row["last_ok"] is None:
+                last = "never"
+            elif row["last_ok"]:
+                last = f"[green]ok[/] {shown(row['last_sync'] or '')}"
+            else:
+                last = f"[red]failed[/] {shown(row['last_sync'] or '')}: {shown(row['last_error'] or '')}"
+            table.add_row(
+                shown(row["name"]), row["kind"], shown(row["url"]), shown(row["owner"]), row["every"] or "by hand",
+                last, str(row["documents"]), str(row["failures"]), row["next_run"] or "-",
+            )  # fmt: skip
+        out.print(table)
+        return 0
+
+    _run(go)
+
+
+@sources_app.command("sync")
+def sources_sync(
+    name: Annotated[str | None, typer.Argument(help="The source to sync (default: every source).")] = None,
+    no_wait: NoWaitOpt = False,
+    home: HomeOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Bring sources up to date: new and changed documents indexed, gone ones removed. Exit 1 if a sync failed."""
+
+    def go() -> int:
+        from citewise.index.knowledge_base import KnowledgeBase
+        from citewise.sources.config import all_specs, spec_of
+        from citewise.sources.sync import sync_source
+
+        settings = _settings(home)
+        names = [name] if name else list(all_specs(settings))
+        if name:
+            spec_of(settings, name)
+        if not names:
+            raise CitewiseError("No sources to sync. Add one with `citewise sources add NAME URL_OR_PATH`.")
+        kb = KnowledgeBase(settings)
+        reports = []
+        for each in names:
+            with _progress(not as_json) as progress:
+                report = sync_source(kb, each, progress=progress, wait_s=0 if no_wait else None, on_wait=_waiting)
+            reports.append(report)
+            if not as_json:
+                _print_sync(report)
+        if as_json:
+            print(json.dumps([r.model_dump(mode="json") for r in reports]))
+        return 0 if all(r.ok for r in reports) else 1
+
+    _run(go)
+
+
+def _print_sync(report) -> None:
+    if not report.ok:
+        say(err, "[bold red]{}: sync failed:[/] {}", report.source, report.error or "")
+        return
+    for failure in report.failures:
+        say(err, "[red]FAILED[/] {}: {}", failure.document, failure.error)
+    parts = [
+        f"{report.added} added", f"{report.updated} updated", f"{report.unchanged} unchanged",
+        f"{report.removed} removed",
+    ]  # fmt: skip
+    if report.failed:
+        parts.append(f"{report.failed} failed")
+    detail = f"{report.chunks_embedded} chunks embedded, {report.chunks_reused} reused"
+    if report.kind == "web":
+        detail += f"; {report.requests} requests, {report.not_modified} not modified"
+    if report.revision:
+        detail += f"; commit {report.revision[:12]}"
+    out.print(
+        f"{shown(report.source)}: {', '.join(parts)} ({shown(detail)}). [dim]{report.elapsed_s:.1f}s[/]",
+        highlight=False,
+    )
+    for note in report.notes:
+        say(err, "[yellow]Note:[/] {}", note)
+
+
+@sources_app.command("remove")
+def sources_remove(
+    name: Annotated[str, typer.Argument(help="The source to remove.", show_default=False)],
+    no_wait: NoWaitOpt = False,
+    home: HomeOpt = None,
+) -> None:
+    """Remove a source and its documents from the index, the home and citewise.toml."""
+
+    def go() -> int:
+        from citewise.index.knowledge_base import KnowledgeBase
+        from citewise.sources.sync import remove_source
+
+        removed = remove_source(KnowledgeBase(_settings(home)), name, wait_s=0 if no_wait else None, on_wait=_waiting)
+        say(out, "Removed source {} and its {} document(s).", name, removed)
+        return 0
 
     _run(go)
 

@@ -8,6 +8,8 @@
     ├── IngestError               a document could not be loaded or chunked (it fails alone; the batch goes on)
     ├── HomeBusyError             another writer holds the home's write lock and this one would not (or no longer)
     │                             wait; try again when it has finished
+    ├── SourceError               a source could not be synced (unreachable, refused by the network policy, a Git
+    │                             ref that does not exist); the index keeps what the last good sync left
     ├── RetrievalError            the index could not be opened or queried
     └── ProviderError(retryable)  an embedding/LLM vendor call failed
         ├── RateLimited           the vendor said 429 / quota
@@ -50,6 +52,10 @@ class IngestError(CitewiseError):
 class HomeBusyError(CitewiseError):
     """Another process is writing to the same home (ingest, remove, repair, server upload) and this writer gave up
     waiting for it, or was told not to wait."""
+
+
+class SourceError(CitewiseError):
+    """A source (website, Git repository, folder) could not be synced, or one of its documents could not be read."""
 
 
 class RetrievalError(CitewiseError):

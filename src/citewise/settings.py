@@ -12,6 +12,8 @@ import hashlib
 import ipaddress
 import json
 import os
+import re
+from enum import StrEnum
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
@@ -24,7 +26,7 @@ from pydantic_settings import (
     TomlConfigSettingsSource,
 )
 
-from citewise.types import OWNER_RE, AnswerStyle, RetrievalMode
+from citewise.types import OWNER_RE, PUBLIC_OWNER, AnswerStyle, RetrievalMode
 
 DEFAULT_EMBEDDINGS = "local:all-MiniLM-L6-v2"
 DEFAULT_LLM = "extractive"
@@ -271,6 +273,12 @@ class ServerSettings(BaseModel):
         60.0, gt=0, description="Seconds a client has to send a whole request body (408 after that)."
     )
     keep_alive_s: int = Field(5, ge=1, description="Seconds an idle keep-alive connection stays open.")
+    scheduled_syncs: bool = Field(
+        True,
+        description=(
+            "Sync the sources that have `every` in the background; turn off on all but one server sharing a home."
+        ),
+    )
 
     @field_validator("trusted_proxies")
     @classmethod
@@ -285,6 +293,127 @@ class ServerSettings(BaseModel):
     max_connections: int = Field(
         200, ge=1, description="Open connections and requests in progress before new requests get 503."
     )
+
+
+# -- sources: documentation synced from where it lives (citewise.sources) ------------------------------------------
+SOURCE_NAME_RE = re.compile(r"^[a-z0-9][a-z0-9_-]{0,63}$")
+_DURATION_PART = re.compile(r"(\d+)([smhd])")
+_DURATION_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
+
+
+def parse_every(text: str) -> int:
+    """'6h', '30m', '1h30m', '2d', '45s' → seconds. Raises ValueError with the accepted forms."""
+    compact = text.strip().lower().replace(" ", "")
+    parts = _DURATION_PART.findall(compact)
+    if not compact or "".join(n + u for n, u in parts) != compact:
+        raise ValueError(f"{text!r} is not a duration: use a number and a unit s, m, h or d, e.g. 6h, 30m or 1h30m")
+    seconds = sum(int(n) * _DURATION_UNITS[u] for n, u in parts)
+    if seconds < 1:
+        raise ValueError("a sync interval must be at least 1s")
+    return seconds
+
+
+class SourceKind(StrEnum):
+    WEB = "web"  # a published site, crawled over HTTP(S)
+    GIT = "git"  # a Git repository (a local path or a clone URL), read at a branch or tag
+    FOLDER = "folder"  # a local folder: `citewise ingest`, declared
+
+
+class SourceSpec(BaseModel):
+    """One source as `citewise sources add` declares it, and as `[sources.NAME]` in citewise.toml holds it."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    url: str = Field(description="A site's start URL, a Git clone URL or repository path, or a local folder.")
+    kind: SourceKind | None = Field(None, description="web, git or folder; inferred from `url` when omitted.")
+    owner: str = Field(PUBLIC_OWNER, description="Owner of the documents this source brings in.")
+    include: tuple[str, ...] = Field(
+        (),
+        description=(
+            "Globs (web: on the URL path; git and folder: on the file path) or URL prefixes (web) a document must "
+            "match; default: every page under the start URL, or the docs file types."
+        ),
+    )
+    exclude: tuple[str, ...] = Field((), description="Globs or URL prefixes of documents to leave out.")
+    every: str | None = Field(None, description="Sync interval for `citewise serve` (6h, 30m, 1d); none: by hand.")
+    ref: str | None = Field(None, description="Git: the branch or tag to read (default: the repository's HEAD).")
+    root: str = Field("", description="Git: the folder inside the repository to read (globs and {page} are relative).")
+    url_template: str | None = Field(
+        None,
+        description=(
+            "Git and folder: each document's citation URL, with {ref}, {commit}, {path} and {page} "
+            "(e.g. https://github.com/ORG/REPO/blob/{ref}/{path})."
+        ),
+    )
+    slugs: Literal["github", "mkdocs"] = Field(
+        "github", description="How the published pages turn headings into #anchors (Git and folder sources)."
+    )
+    allow_private_network: bool = Field(
+        False, description="Allow loopback, private and link-local addresses (an intranet or a test server)."
+    )
+    max_pages: int | None = Field(None, ge=1, description="Web: most pages per sync (default: sync.max_pages).")
+    max_depth: int | None = Field(
+        None, ge=0, description="Web: most links followed from a seed (default: sync.max_depth)."
+    )
+
+    @field_validator("owner")
+    @classmethod
+    def _owner(cls, v: str) -> str:
+        if not OWNER_RE.match(v) or not v.strip("."):
+            raise ValueError(f"invalid owner id {v!r}: use 1-128 letters, digits or the characters _ . @ -")
+        return v
+
+    @field_validator("every")
+    @classmethod
+    def _every(cls, v: str | None) -> str | None:
+        if v is not None:
+            parse_every(v)
+        return v
+
+    @field_validator("url")
+    @classmethod
+    def _url(cls, v: str) -> str:
+        if not v.strip():
+            raise ValueError("a source needs a URL or a path")
+        return v.strip()
+
+    @field_validator("url_template")
+    @classmethod
+    def _template(cls, v: str | None) -> str | None:
+        if v is None:
+            return v
+        unknown = set(re.findall(r"\{([^{}]*)\}", v)) - {"ref", "commit", "path", "page"}
+        if unknown:
+            raise ValueError(
+                f"unknown placeholder(s) {sorted(unknown)} in url_template: use {{ref}}, {{commit}}, {{path}}, {{page}}"
+            )
+        return v
+
+    @property
+    def every_s(self) -> int | None:
+        return parse_every(self.every) if self.every else None
+
+
+class SyncSettings(BaseModel):
+    """Limits and manners of every source sync (per-source `max_pages` / `max_depth` override two of them)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    user_agent: str = Field(
+        "Citewise-sync/1.0", description="User-Agent sent to crawled sites, and the name robots.txt rules match."
+    )
+    max_pages: int = Field(2000, ge=1, description="Most pages one web sync fetches.")
+    max_depth: int = Field(
+        5, ge=0, description="Most links followed from a seed page (the start URL, sitemap and llms.txt entries)."
+    )
+    max_page_mb: float = Field(5.0, gt=0, description="Largest page (or Git file) read; a bigger one fails alone.")
+    max_sitemap_mb: float = Field(50.0, gt=0, description="Largest sitemap, robots.txt or llms.txt read.")
+    max_redirects: int = Field(5, ge=0, le=20, description="Redirects followed per request.")
+    request_timeout_s: float = Field(20.0, gt=0, description="Timeout of one HTTP request (connect, read, each).")
+    max_sync_s: float = Field(
+        1800.0, gt=0, description="Longest one sync may run; a web sync stops fetching then and removes nothing."
+    )
+    concurrency: int = Field(4, ge=1, le=32, description="Requests in flight at once to one site.")
 
 
 class Settings(BaseSettings):
@@ -345,6 +474,19 @@ class Settings(BaseSettings):
     database_url: SecretStr | None = Field(
         None, description="PostgreSQL URL for conversation sessions (default: SQLite under CITEWISE_HOME)."
     )
+    sources: dict[str, SourceSpec] = Field(
+        default_factory=dict,
+        description="Declared sources by name ([sources.NAME] tables): `citewise sources add` writes them here.",
+    )
+    sync: SyncSettings = Field(default_factory=SyncSettings)
+
+    @field_validator("sources")
+    @classmethod
+    def _source_names(cls, v: dict[str, SourceSpec]) -> dict[str, SourceSpec]:
+        for name in v:
+            if not SOURCE_NAME_RE.match(name):
+                raise ValueError(f"invalid source name {name!r}: use 1-64 lowercase letters, digits, _ or -")
+        return v
 
     @field_validator("api_keys")
     @classmethod
@@ -430,6 +572,10 @@ class Settings(BaseSettings):
     @property
     def questions_log_path(self) -> Path:
         return self.home / "questions.jsonl"
+
+    @property
+    def sources_dir(self) -> Path:
+        return self.home / "sources"
 
     def ingest_fingerprint(self) -> str:
         """What, besides a file's bytes, decides its chunks and vectors: a change here re-ingests everything."""

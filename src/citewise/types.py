@@ -60,6 +60,12 @@ class ParsedDocument(BaseModel):
     source_url: str | None = None  # from front matter, if the file names one
     date: str | None = None  # ISO date from front matter, else the file's mtime
     metadata: dict[str, Any] = Field(default_factory=dict)  # remaining front matter, loader specifics
+    # Every heading in reading order as (level, text), including those with no text of their own under them.
+    outline: list[tuple[int, str]] = Field(default_factory=list)
+    # Heading path (" > "-joined, as a chunk's `chapter`) → the #fragment its published page gives that section, so a
+    # chunk's source_url deep-links to it. Filled in by sources (a page's own heading ids, or the site's slug rule).
+    anchors: dict[str, str] = Field(default_factory=dict)
+    revision: str | None = None  # the Git commit the document was read at
 
 
 class DocStatus(StrEnum):
@@ -135,6 +141,7 @@ class DocumentRecord(BaseModel):
     chunk_count: int = 0
     file_hash: str = ""  # sha256 of the file bytes + ingest fingerprint: unchanged → nothing to do
     updated_at: str = ""
+    revision: str = ""  # the Git commit the document was read at ("" when it did not come from Git)
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -186,6 +193,7 @@ class Citation(BaseModel):
     score: float | None = None
     # Character spans [start, end) inside the chunk's text of the text the answer quotes from it.
     quote_spans: list[tuple[int, int]] = Field(default_factory=list)
+    revision: str | None = None  # the Git commit the cited document was read at (documents synced from Git)
 
 
 class SectionRef(BaseModel):

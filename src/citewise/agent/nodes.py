@@ -209,7 +209,7 @@ class AgentNodes:
         reason = ExitReason(state.get("exit_reason") or reason)
         info = EXIT_REASONS[reason]
         text = info.message if text is None else text
-        citations = citations or []
+        citations = self._with_revisions(citations or [])
         if status is None:
             status = info.status or (Status.REFUSED if is_refusal(text) and not citations else Status.SUCCESS)
         trace = list(trace if trace is not None else state.get("trace") or [])
@@ -244,6 +244,16 @@ class AgentNodes:
         if state.get("question", "").strip():
             update["messages"] = [AIMessage(content=text)]  # the conversation keeps the answer the user saw
         return {**update, **(extra or {})}
+
+    def _with_revisions(self, citations: list[Citation]) -> list[Citation]:
+        """Each citation of a document synced from Git carries the commit it was read at (from its registry row)."""
+        kb = getattr(self.retriever, "kb", None)
+        if not citations or kb is None:
+            return citations
+        revisions = kb.registry.revisions({c.doc_id for c in citations})
+        return [
+            c.model_copy(update={"revision": revisions[c.doc_id]}) if c.doc_id in revisions else c for c in citations
+        ]
 
     # -- guard -----------------------------------------------------------------------------------------------------
     async def guard(self, state: AgentState, config: RunnableConfig) -> dict[str, Any]:

@@ -35,6 +35,16 @@ CREATE INDEX IF NOT EXISTS documents_path ON documents(path);
 """
 
 
+def _add_new_columns(db: sqlite3.Connection) -> None:
+    """A registry written by an older release lacks the columns added since (`revision`): add them, empty. Reads
+    never need this (a missing column reads as the field's default); writes name every column."""
+    have = {row[1] for row in db.execute("PRAGMA table_info(documents)")}
+    for column in _COLUMNS:
+        if column not in have:
+            kind = "INTEGER DEFAULT 0" if column == "chunk_count" else "TEXT DEFAULT ''"
+            db.execute(f"ALTER TABLE documents ADD COLUMN {column} {kind}")
+
+
 def now_iso() -> str:
     return datetime.now(UTC).isoformat(timespec="seconds")
 
@@ -56,6 +66,7 @@ class Registry:
             self._path.parent.mkdir(parents=True, exist_ok=True)
             with closing(sqlite3.connect(self._path, timeout=30)) as db, db:
                 db.executescript(_SCHEMA)
+                _add_new_columns(db)
             self._ready = True
         db = sqlite3.connect(self._path, timeout=30)
         db.row_factory = sqlite3.Row
@@ -85,6 +96,21 @@ class Registry:
             sql += " AND status = ?"
             params.append(str(status))
         return self._rows(sql + " ORDER BY source", params)
+
+    def revisions(self, doc_ids: Iterable[str]) -> dict[str, str]:
+        """doc_id → the commit it was read at, for those of `doc_ids` that came from a Git source."""
+        ids = list(doc_ids)
+        if not ids or (not self._ready and not self._path.exists()):
+            return {}
+        marks = ", ".join("?" for _ in ids)
+        with closing(self._connect()) as db:
+            try:
+                rows = db.execute(
+                    f"SELECT doc_id, revision FROM documents WHERE doc_id IN ({marks}) AND revision != ''", ids
+                ).fetchall()
+            except sqlite3.OperationalError:  # a registry from before `revision` existed, not written to since
+                return {}
+        return {row[0]: row[1] for row in rows}
 
     def upsert(self, records: Iterable[DocumentRecord]) -> None:
         placeholders = ", ".join("?" for _ in _COLUMNS)

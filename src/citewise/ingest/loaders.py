@@ -64,6 +64,15 @@ def load_file(path: Path, *, source: str) -> ParsedDocument:
         data = path.read_bytes()
     except OSError as exc:
         raise IngestError(f"{name}: cannot read file: {exc.strerror or exc}") from exc
+    return load_bytes(data, name=name, source=source)
+
+
+def load_bytes(data: bytes, *, name: str, source: str) -> ParsedDocument:
+    """Parse a file's bytes (read from a disk, a Git blob or an HTTP body); `name`'s suffix says the format."""
+    suffix = Path(name).suffix.lower()
+    if suffix not in SUPPORTED_SUFFIXES:
+        supported = " ".join(sorted(SUPPORTED_SUFFIXES))
+        raise IngestError(f"{name}: unsupported file type {suffix or '(no suffix)'!r}; supported: {supported}")
     if not data.strip():
         raise IngestError(f"{name}: file is empty")
     try:
@@ -155,6 +164,11 @@ def _decode_html(data: bytes, name: str) -> str:
         return _decode(data, name)
 
 
+def decode_html(data: bytes, name: str) -> str:
+    """An HTML body as text: UTF-8, or the charset its <meta> tag declares (for pages fetched from the web)."""
+    return _decode_html(data, name)
+
+
 # -- metadata ----------------------------------------------------------------------------------------------------
 def _prettify_stem(filename: str) -> str:
     stem = _WHITESPACE.sub(" ", re.sub(r"[-_.]+", " ", Path(filename).stem)).strip()
@@ -238,10 +252,11 @@ def parse_markdown(text: str, *, source: str, filename: str, mdx: bool = False) 
     meta, body = _split_front_matter(_normalize_newlines(text), filename)
     if mdx:
         body = _strip_mdx(body)
-    blocks, first_h1 = _markdown_blocks(body, mdx=mdx)
+    outline: list[tuple[int, str]] = []
+    blocks, first_h1 = _markdown_blocks(body, mdx=mdx, outline=outline)
     fields = _document_fields(meta)
     fields["title"] = fields["title"] or first_h1 or _prettify_stem(filename)
-    return ParsedDocument(source=source, filename=filename, blocks=blocks, **fields)
+    return ParsedDocument(source=source, filename=filename, blocks=blocks, outline=outline, **fields)
 
 
 def _normalize_newlines(text: str) -> str:
@@ -312,7 +327,10 @@ def _code_text(token: Token) -> str:
     return _fenced(token.content, language)
 
 
-def _markdown_blocks(body: str, *, mdx: bool = False) -> tuple[list[Block], str]:
+def _markdown_blocks(
+    body: str, *, mdx: bool = False, outline: list[tuple[int, str]] | None = None
+) -> tuple[list[Block], str]:
+    """The body's blocks and its first H1; every heading, as (level, text), is appended to `outline` if given."""
     md = _markdown_parser(mdx=mdx)
     env: dict = {}
     tokens = md.parse(body, env)
@@ -341,6 +359,8 @@ def _markdown_blocks(body: str, *, mdx: bool = False) -> tuple[list[Block], str]
             path[:] = [(lvl, t) for lvl, t in path if lvl < level]
             if text:
                 path.append((level, text))
+                if outline is not None:
+                    outline.append((level, text))
             if level == 1 and not first_h1:
                 first_h1 = text
         elif token.type in ("fence", "code_block"):
@@ -460,16 +480,19 @@ def parse_html(html: str, *, source: str, filename: str) -> ParsedDocument:
         config=_trafilatura_config(),
     )
     extractor = "trafilatura"
-    blocks, first_h1 = _markdown_blocks(markdown or "")
+    outline: list[tuple[int, str]] = []
+    blocks, first_h1 = _markdown_blocks(markdown or "", outline=outline)
     if not blocks:  # trafilatura keeps nothing (or only a heading) of some tiny pages: take the body text instead
         extractor = "lxml"
-        blocks, first_h1 = _markdown_blocks(_html_fallback_markdown(tree))
+        outline = []
+        blocks, first_h1 = _markdown_blocks(_html_fallback_markdown(tree), outline=outline)
     return ParsedDocument(
         source=source,
         filename=filename,
         title=page_title or first_h1 or _prettify_stem(filename),
         blocks=blocks,
         metadata={"extractor": extractor},
+        outline=outline,
     )
 
 

@@ -19,6 +19,7 @@
 from __future__ import annotations
 
 import hashlib
+import json
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -33,6 +34,7 @@ from citewise.index.lancedb_store import search_text
 from citewise.index.registry import now_iso
 from citewise.index.store import validate_owner
 from citewise.ingest.chunking import iter_chunk_drafts
+from citewise.ingest.globs import any_match
 from citewise.ingest.loaders import SUPPORTED_SUFFIXES, load_file
 from citewise.settings import IngestSettings
 from citewise.types import PUBLIC_OWNER, Chunk, DocStatus, DocumentRecord, ParsedDocument, make_chunk_id, make_doc_id
@@ -85,6 +87,7 @@ class _Job:
     load: Callable[[], ParsedDocument]
     mtime_iso: str | None = None
     relative: str = ""
+    revision: str = ""
 
 
 @dataclass
@@ -133,10 +136,16 @@ def _digest(*parts: bytes | str) -> str:
 
 
 def discover(
-    paths: Sequence[Path], globs: Sequence[str], *, exclude: Path | None = None, skipped: list[str] | None = None
+    paths: Sequence[Path],
+    globs: Sequence[str],
+    *,
+    exclude: Path | None = None,
+    skipped: list[str] | None = None,
+    ignore: Sequence[str] = (),
 ) -> list[tuple[Path, Path]]:
     """(root, file) pairs for every supported file under `paths`, sorted, each file once. Files under `exclude` (the
-    home) are left out, and `skipped` is told so."""
+    home) are left out, and `skipped` is told so; so are files whose path under their root matches an `ignore`
+    glob (a source's --exclude), silently."""
     missing = [str(p) for p in paths if not p.exists()]
     if missing:
         raise ConfigError(f"No such file or directory: {', '.join(missing)}")
@@ -154,6 +163,8 @@ def discover(
             for file in given.glob(pattern):
                 rel_parts = file.relative_to(given).parts[:-1]
                 if file.is_file() and not any(p in SKIP_DIRS or p.startswith(".") for p in rel_parts):
+                    if ignore and any_match(file.relative_to(given).as_posix(), ignore):
+                        continue
                     resolved = file.resolve()
                     if leave_out is not None and (resolved == leave_out or leave_out in resolved.parents):
                         note = f"{leave_out} (the Citewise home, inside {given}: never ingested)"
@@ -209,7 +220,7 @@ def iter_chunks(
             chunk_index=index,
             text=draft.text,
             filename=filename,
-            source_url=source_url,
+            source_url=section_url(source_url, doc.anchors, draft.headings),
             module=module,
             chapter=" > ".join(draft.headings),
             title=doc.title,
@@ -219,6 +230,17 @@ def iter_chunks(
         )
         chunk.content_hash = _digest(search_text(chunk))
         yield chunk
+
+
+def section_url(url: str | None, anchors: dict[str, str], headings: tuple[str, ...]) -> str | None:
+    """The document's URL deep-linked to the nearest heading above a chunk that has an anchor (innermost first)."""
+    if not url or not anchors:
+        return url
+    for depth in range(len(headings), 0, -1):
+        fragment = anchors.get(" > ".join(headings[:depth]))
+        if fragment:
+            return url.split("#", 1)[0] + "#" + fragment
+    return url
 
 
 def _source_url(base_url: str | None, relative: str) -> str | None:
@@ -262,13 +284,18 @@ class Ingestor:
 
     # -- entry points ------------------------------------------------------------------------------------------
     def ingest_paths(
-        self, paths: Sequence[Path], *, prune: bool = False, globs: Sequence[str] | None = None
+        self,
+        paths: Sequence[Path],
+        *,
+        prune: bool = False,
+        globs: Sequence[str] | None = None,
+        ignore: Sequence[str] = (),
     ) -> IngestReport:
         started = datetime.now(UTC)
         patterns = globs or self.settings.ingest.globs
         self._check_paths(paths)
         skipped: list[str] = []
-        files = discover(paths, patterns, exclude=self.settings.home.resolve(), skipped=skipped)
+        files = discover(paths, patterns, exclude=self.settings.home.resolve(), skipped=skipped, ignore=ignore)
         if not files and not prune:  # with --prune an emptied folder is legitimate: everything under it goes
             raise ConfigError(
                 f"No files to ingest under {', '.join(str(p) for p in paths)} (patterns: {', '.join(patterns)}). "
@@ -290,6 +317,13 @@ class Ingestor:
         jobs = []
         for doc in docs:
             content = "\n".join(b.text for b in doc.blocks)
+            # Where a chunk links to and which commit it came from are part of what is indexed: a new URL template
+            # or anchor re-writes the chunks (their vectors are reused). Documents without them hash as before.
+            linked = (
+                (doc.source_url or "", json.dumps(doc.anchors, sort_keys=True), doc.revision or "")
+                if doc.source_url or doc.anchors or doc.revision
+                else ()
+            )
             jobs.append(
                 _Job(
                     doc_id=make_doc_id(doc.source),
@@ -297,10 +331,11 @@ class Ingestor:
                     path="",
                     filename=doc.filename,
                     module="",
-                    file_hash=_digest(doc.title, content, self._fingerprint, self.owner),
+                    file_hash=_digest(doc.title, content, self._fingerprint, self.owner, *linked),
                     load=lambda doc=doc: doc,
                     mtime_iso=doc.date,
                     relative=doc.source,
+                    revision=doc.revision or "",
                 )
             )
         with self._writing():
@@ -561,6 +596,7 @@ class Ingestor:
             status=status,
             file_hash=job.file_hash if status == DocStatus.INDEXED else "",
             updated_at=now_iso(),
+            revision=job.revision,
             **extra,
         )
 

@@ -4,6 +4,7 @@
     /api/agent/run|stream    the full Answer, as JSON or as Server-Sent Events
     /api/documents           upload (ingest), list, delete — scoped to the caller's owner
     /api/chunks/{id}         one chunk the caller may see (opening a citation)
+    /api/sources             sources (websites, Git repositories, folders) the caller may see, with their syncs
     /health /ready /metrics  liveness, readiness, Prometheus
     /                        the web chat (static files from citewise/web/), mounted after the API
 
@@ -37,7 +38,8 @@ from citewise.server.deps import ServerState
 from citewise.server.gate import RequestGate
 from citewise.server.http_errors import map_error
 from citewise.server.metrics import Metrics, MetricsMiddleware
-from citewise.server.routers import agent, chat, documents, health
+from citewise.server.routers import agent, chat, documents, health, sources
+from citewise.server.scheduler import SourceScheduler
 from citewise.server.sessions import open_checkpointer
 from citewise.server.writer import WriteQueue
 from citewise.settings import Settings
@@ -81,9 +83,15 @@ def create_app(
                 state.checkpointer = saver
                 if state.citewise is not None and getattr(state.citewise, "checkpointer", None) is None:
                     state.citewise.checkpointer = saver
+                if settings.server.scheduled_syncs:
+                    state.scheduler = SourceScheduler(state)
+                    state.scheduler.start()
                 try:
                     yield
                 finally:
+                    if state.scheduler is not None:  # before the writer stops: a sync runs as one of its jobs
+                        await state.scheduler.stop()
+                        state.scheduler = None
                     # The saver closes with this block: no agent may keep using it (a restarted app gets a new one).
                     state.checkpointer = None
                     if state.citewise is not None and state.citewise.checkpointer is saver:
@@ -104,6 +112,7 @@ def create_app(
     app.include_router(chat.router)
     app.include_router(agent.router)
     app.include_router(documents.router, max_body_size=documents.request_body_limit(settings))
+    app.include_router(sources.router)
     app.add_exception_handler(CitewiseError, _citewise_error)
     app.add_exception_handler(RequestValidationError, _invalid_request)
     app.add_exception_handler(Exception, _unexpected_error)
@@ -112,7 +121,8 @@ def create_app(
     # address the proxy middleware resolved and is skipped by CORS preflights.
     json_limit = int(settings.server.max_body_mb * 1024 * 1024)
     upload_limit = documents.request_body_limit(settings)
-    routes = [(r, json_limit) for router in (health.router, chat.router, agent.router) for r in router.routes]
+    json_routers = (health.router, chat.router, agent.router, sources.router)
+    routes = [(r, json_limit) for router in json_routers for r in router.routes]
     routes += [(r, upload_limit) for r in documents.router.routes]
     app.add_middleware(RequestGate, state=state, routes=[(r, limit) for r, limit in routes if isinstance(r, APIRoute)])
     if settings.server.cors_origins:

@@ -26,6 +26,7 @@ if TYPE_CHECKING:
     from langgraph.checkpoint.base import BaseCheckpointSaver
 
     from citewise.agent.runner import Citewise
+    from citewise.server.scheduler import SourceScheduler
 
 log = logging.getLogger(__name__)
 
@@ -42,6 +43,7 @@ class ServerState:
     model_ready: dict[str, Any] | None = None  # /ready's answerer check, done once (configuration is fixed)
     # Uploads and deletes, in order, one at a time (they hold the home's write lock), bounded: see writer.py.
     writer: WriteQueue | None = None
+    scheduler: SourceScheduler | None = None  # scheduled source syncs (server.scheduled_syncs)
     _build_lock: asyncio.Lock = field(default_factory=asyncio.Lock)
 
     def fresh_locks(self) -> None:

@@ -7,11 +7,17 @@ citewise_answer_duration_seconds{mode}                    time to a final answer
 citewise_llm_cache_total{result}                          answers served from the LLM cache (hit) or not (miss)
 citewise_llm_cache_hit_ratio                              hit / (hit + miss) since start
 citewise_stream_disconnects_total                         SSE runs cancelled because the client went away
+citewise_source_syncs_total{source, result}               source syncs by outcome (ok, failed)
+citewise_source_sync_duration_seconds{source}             time one sync took
+citewise_source_documents{source}                         indexed documents of a source after its last sync
+citewise_source_last_success_timestamp_seconds{source}    when a source last synced without error
+citewise_source_sync_running                              1 while a scheduled sync runs
 """
 
 from __future__ import annotations
 
 import time
+from typing import TYPE_CHECKING
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
@@ -19,6 +25,9 @@ from starlette.routing import Mount
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from citewise.types import Answer
+
+if TYPE_CHECKING:
+    from citewise.sources.sync import SyncReport
 
 CONTENT_TYPE = CONTENT_TYPE_LATEST
 
@@ -54,6 +63,24 @@ class Metrics:
         self.disconnects = Counter(
             "citewise_stream_disconnects", "Streaming runs cancelled because the client disconnected.", registry=r
         )
+        self.syncs = Counter("citewise_source_syncs", "Source syncs by outcome.", ["source", "result"], registry=r)
+        self.sync_latency = Histogram(
+            "citewise_source_sync_duration_seconds",
+            "Time one source sync took.",
+            ["source"],
+            buckets=(0.1, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600, 1800),
+            registry=r,
+        )
+        self.source_documents = Gauge(
+            "citewise_source_documents", "Indexed documents of a source after its last sync.", ["source"], registry=r
+        )
+        self.source_success = Gauge(
+            "citewise_source_last_success_timestamp_seconds",
+            "When a source last synced without error (Unix time).",
+            ["source"],
+            registry=r,
+        )
+        self.sync_running = Gauge("citewise_source_sync_running", "1 while a scheduled sync runs.", registry=r)
         self._hits = 0
         self._total = 0
 
@@ -65,6 +92,13 @@ class Metrics:
         self._total += 1
         self._hits += bool(answer.cached)
         self.cache_ratio.set(self._hits / self._total)
+
+    def observe_sync(self, report: SyncReport) -> None:
+        self.syncs.labels(source=report.source, result="ok" if report.ok else "failed").inc()
+        self.sync_latency.labels(source=report.source).observe(report.elapsed_s)
+        if report.ok:
+            self.source_documents.labels(source=report.source).set(report.documents)
+            self.source_success.labels(source=report.source).set_to_current_time()
 
     def exposition(self) -> bytes:
         return generate_latest(self.registry)
