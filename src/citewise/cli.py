@@ -229,9 +229,13 @@ def search(
             except (OSError, UnicodeDecodeError) as exc:
                 raise CitewiseError(f"Cannot read --selected-text {selected_text}: {exc}") from exc
         kb = KnowledgeBase(_settings(home))
-        result = Retriever(kb).search(
-            query, k, owner=owner, mode=mode, filters={"module": module} if module else None, selected_text=text
-        )
+        retriever = Retriever(kb)
+        if text is not None:
+            from citewise.ingest.selection import search_selected
+
+            result = search_selected(retriever, query, k, text=text, mode=mode)
+        else:
+            result = retriever.search(query, k, owner=owner, mode=mode, filters={"module": module} if module else None)
         if as_json:
             print(result.model_dump_json())
             return 0

@@ -17,12 +17,37 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from citewise.errors import ValidationError
+
 # A fixed namespace keeps ids stable across machines and releases; never change it.
 CITEWISE_NAMESPACE = uuid.UUID("6f1c2b1e-5d0a-4c1e-9a57-0c17e5e0a7d1")
 
 PUBLIC_OWNER = "public"
 # Owner ids: what an API key maps to, an ingest's --owner, a folder name under uploads/ (hence no dots-only id).
 OWNER_RE = re.compile(r"^[A-Za-z0-9_.@-]{1,128}$")
+
+
+# What one request may hand over as "the text I selected": searched in memory, never stored.
+MAX_SELECTED_TEXT_CHARS = 10_000
+
+
+def check_text(name: str, text: object) -> None:
+    """Text must be valid Unicode: a lone surrogate (JSON's "\\ud800") can't be encoded, embedded or logged."""
+    if isinstance(text, str):
+        try:
+            text.encode("utf-8")
+        except UnicodeEncodeError as exc:
+            raise ValidationError(f"{name} is not valid text: a lone surrogate at position {exc.start}.") from None
+
+
+def check_selected_text(text: object) -> str:
+    """The one check of a selected text, wherever it comes in (a question's selection, `citewise search`)."""
+    check_text("selected_text", text)
+    if not isinstance(text, str) or not text.strip():
+        raise ValidationError("selected_text cannot be empty.")
+    if len(text) > MAX_SELECTED_TEXT_CHARS:
+        raise ValidationError(f"selected_text is {len(text)} characters; the limit is {MAX_SELECTED_TEXT_CHARS}.")
+    return text
 
 
 def make_doc_id(source: str) -> str:

@@ -153,22 +153,6 @@ def test_ingest_in_another_process_is_seen(indexed, docs, make_kb):
     assert retriever.search("quarterly audit", mode="lexical").chunks[0].filename == "audit.md"
 
 
-def test_selected_text_searches_only_that_text_and_stores_nothing(indexed):
-    before = sorted(p.name for p in indexed.dir.rglob("*"))
-    version = indexed.store.version()
-    selected = (
-        "Release notes.\n\nThe turbine module now spins at 4,200 rpm by default.\n\n"
-        "The ledger snapshot retention changed to 60 days in this release."
-    )
-    result = Retriever(indexed).search("How long are ledger snapshots kept?", 5, selected_text=selected)
-    assert not result.empty
-    assert all(c.filename == "selected text" and c.text in selected for c in result.chunks)
-    assert "60 days" in result.chunks[0].text
-    assert sorted(p.name for p in indexed.dir.rglob("*")) == before and indexed.store.version() == version
-    with pytest.raises(ValidationError, match="selected_text"):
-        Retriever(indexed).search("q", selected_text="  ")
-
-
 def test_reciprocal_rank_fusion_by_hand():
     dense = [Hit("a", dense=0.9), Hit("b", dense=0.8), Hit("c", dense=0.7)]
     lexical = [Hit("c", lexical=5.0), Hit("a", lexical=3.0), Hit("d", lexical=1.0)]

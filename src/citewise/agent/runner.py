@@ -25,14 +25,15 @@ from langgraph.checkpoint.base import BaseCheckpointSaver
 from citewise.agent.graph import GRAPH_NAME, build_graph
 from citewise.agent.limits import Limits
 from citewise.agent.nodes import QUOTE_MODE, AgentNodes
+from citewise.agent.question_log import log_question
 from citewise.agent.state import with_session_types
 from citewise.agent.sync import run_sync
 from citewise.errors import ConfigError, ValidationError
 from citewise.index.knowledge_base import KnowledgeBase
-from citewise.index.retriever import MAX_SELECTED_TEXT_CHARS, Retriever
+from citewise.index.retriever import Retriever
 from citewise.index.store import OWNER_RE, validate_owner
 from citewise.settings import Settings
-from citewise.types import Answer, AnswerStyle
+from citewise.types import Answer, AnswerStyle, check_selected_text
 
 log = logging.getLogger(__name__)
 
@@ -125,13 +126,7 @@ class Citewise:
         _check_text("The question", question)
         validate_owner(owner)
         if selected_text is not None:
-            _check_text("selected_text", selected_text)
-            if not isinstance(selected_text, str) or not selected_text.strip():
-                raise ValidationError("selected_text cannot be empty.")
-            if len(selected_text) > MAX_SELECTED_TEXT_CHARS:
-                raise ValidationError(
-                    f"selected_text is {len(selected_text)} characters; the limit is {MAX_SELECTED_TEXT_CHARS}."
-                )
+            check_selected_text(selected_text)
         try:
             style = AnswerStyle(style or self.settings.agent.style)
         except ValueError:
@@ -253,10 +248,6 @@ class Citewise:
         return answer
 
     def _log(self, answer: Answer, queries: list[str], owner: str | None) -> None:
-        try:
-            from citewise.eval.gaps import log_question
-        except ImportError:  # pragma: no cover - the eval package is part of the distribution
-            return
         log_question(self.settings, answer, queries, owner=owner)
 
 

@@ -24,6 +24,7 @@ from pydantic import BaseModel, Field, field_validator
 from tenacity import AsyncRetrying, retry_if_exception, stop_after_attempt, wait_exponential_jitter
 
 from citewise.errors import ConfigError, ProviderError, RetrievalError, ValidationError
+from citewise.ingest.selection import search_selected
 from citewise.types import PUBLIC_OWNER, ScoredChunk, SearchResult
 
 log = logging.getLogger(__name__)
@@ -237,8 +238,10 @@ async def run_search(ctx: ToolContext, args: SearchDocsArgs, *, node: str) -> tu
             return "DOCUMENTATION_SEARCH_ERROR: invalid_query: there is no selected text to search in.", []
 
     def search() -> SearchResult:
+        if selected is not None:
+            return search_selected(ctx.retriever, args.query, args.top_k, text=selected)
         filters = {"filename": args.filename} if args.filename else None
-        return ctx.retriever.search(args.query, args.top_k, owner=ctx.owner, filters=filters, selected_text=selected)
+        return ctx.retriever.search(args.query, args.top_k, owner=ctx.owner, filters=filters)
 
     async def attempt() -> SearchResult:
         try:

@@ -24,7 +24,6 @@ from citewise.text import identifier_tokens
 from citewise.types import RankingProfile, RetrievalMode, ScoredChunk, SearchResult
 
 MAX_QUERY_CHARS = 10_000
-MAX_SELECTED_TEXT_CHARS = 10_000
 
 
 @dataclass(frozen=True, slots=True)
@@ -95,16 +94,11 @@ class Retriever:
         owner: str | None = None,
         mode: RetrievalMode | str | None = None,
         filters: Mapping[str, object] | None = None,
-        selected_text: str | None = None,
     ) -> SearchResult:
         """The top chunks for `query` that pass the minimum score, best first; `empty` when none does."""
         query = self._validate_query(query)
-        top_k = self.settings.top_k if top_k is None else top_k
-        if isinstance(top_k, bool) or not isinstance(top_k, int) or not 1 <= top_k <= self.settings.max_top_k:
-            raise ValidationError(f"top_k must be an integer from 1 to {self.settings.max_top_k}, got {top_k!r}")
+        top_k = self._top_k(top_k)
         mode = _mode(mode, self.settings.mode)
-        if selected_text is not None:
-            return self._search_selected(query, top_k, mode, selected_text)
         where = build_where(owner, filters)  # validates owner and filters before anything else happens
 
         version = self.kb.version
@@ -163,8 +157,19 @@ class Retriever:
         lexical = " ".join([corrected, *identifier_tokens(corrected)])
         return PreparedQuery(query, corrected, lexical, corrections)
 
-    def clear_cache(self) -> None:
-        self._cache.clear()
+    def search_in(
+        self, store: VectorStore, query: str, top_k: int | None = None, *, mode: RetrievalMode | str | None = None
+    ) -> SearchResult:
+        """`search` over another store than the index — a scratch store holding one text (the selected-text search,
+        `citewise.ingest.selection`): the same ranking and gate, no owner scope, no spelling, no cache."""
+        query = self._validate_query(query)
+        top_k = self._top_k(top_k)
+        mode = _mode(mode, self.settings.mode)
+        prepared = PreparedQuery(query, query, " ".join([query, *identifier_tokens(query)]), {})
+        ranked, profile = self._rank(store, prepared, self._depth(top_k), mode, None)
+        result = self._gate(store, query, mode, top_k, ranked)
+        result.profile = profile
+        return result
 
     # -- internals ---------------------------------------------------------------------------------------------
     @staticmethod
@@ -174,6 +179,12 @@ class Retriever:
         if len(query) > MAX_QUERY_CHARS:
             raise ValidationError(f"Query is {len(query)} characters; the limit is {MAX_QUERY_CHARS}")
         return query.strip()
+
+    def _top_k(self, top_k: int | None) -> int:
+        top_k = self.settings.top_k if top_k is None else top_k
+        if isinstance(top_k, bool) or not isinstance(top_k, int) or not 1 <= top_k <= self.settings.max_top_k:
+            raise ValidationError(f"top_k must be an integer from 1 to {self.settings.max_top_k}, got {top_k!r}")
+        return top_k
 
     def _depth(self, top_k: int) -> int:
         # Fetch more than asked: chunks below the minimum score are dropped after fusion, not before.
@@ -248,26 +259,3 @@ class Retriever:
             for h in hits
             if h.chunk_id in rows  # a chunk deleted by a concurrent ingest between the two phases is dropped
         ]
-
-    def _search_selected(self, query: str, top_k: int, mode: RetrievalMode, text: str) -> SearchResult:
-        """Search only inside `text`: chunked and indexed in memory for this call, never written anywhere."""
-        from citewise.index.lancedb_store import LanceStore
-        from citewise.ingest.loaders import parse_plain_text
-        from citewise.ingest.pipeline import make_chunks
-        from citewise.types import make_doc_id
-
-        if not isinstance(text, str) or not text.strip():
-            raise ValidationError("selected_text cannot be empty")
-        if len(text) > MAX_SELECTED_TEXT_CHARS:
-            raise ValidationError(f"selected_text is {len(text)} characters; the limit is {MAX_SELECTED_TEXT_CHARS}")
-        doc = parse_plain_text(text, source="selected-text", filename="selected text", title="Selected text")
-        doc_id = make_doc_id("selected-text:" + hashlib.sha256(text.encode()).hexdigest())
-        chunks = make_chunks(doc, self.kb.settings.ingest, doc_id=doc_id, filename="selected text")
-        store = LanceStore.ephemeral()
-        store.replace_documents([doc_id], chunks, self.kb.embedder.embed_documents([c.text for c in chunks]))
-        store.optimize()
-        prepared = PreparedQuery(query, query, " ".join([query, *identifier_tokens(query)]), {})
-        ranked, profile = self._rank(store, prepared, self._depth(top_k), mode, None)
-        result = self._gate(store, query, mode, top_k, ranked)
-        result.profile = profile
-        return result

@@ -30,9 +30,8 @@ from pydantic import BaseModel, Field
 
 from citewise.errors import ConfigError, IngestError
 from citewise.index.knowledge_base import KnowledgeBase
-from citewise.index.lancedb_store import search_text
 from citewise.index.registry import now_iso
-from citewise.index.store import validate_owner
+from citewise.index.store import search_text, validate_owner
 from citewise.ingest.chunking import iter_chunk_drafts
 from citewise.ingest.globs import any_match
 from citewise.ingest.loaders import SUPPORTED_SUFFIXES, load_file
