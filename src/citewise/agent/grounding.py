@@ -19,6 +19,7 @@ import re
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
+from citewise.text import FENCED_BLOCK, claim_sentences
 from citewise.types import Citation, ConflictInfo, ConflictValue, Determinism, ScoredChunk
 
 SNIPPET_CHARS = 240
@@ -32,7 +33,7 @@ NEWEST_RULE = "newest dated document"
 
 # Inline code can't hold " [n] ": a source's ``TeX-style quotes'' must not swallow the citations between them.
 _CODE_RE = re.compile(
-    r"(^[ \t]*(```|~~~)[^\n]*\n.*?(?:^[ \t]*\2[ \t]*$|\Z))|(`+)(?:(?!\s\[\d{1,4}\](?:\s|$))[^`\n])+?\3", re.S | re.M
+    rf"(?:{FENCED_BLOCK})|(?P<ticks>`+)(?:(?!\s\[\d{{1,4}}\](?:\s|$))[^`\n])+?(?P=ticks)", re.S | re.M
 )
 
 
@@ -154,7 +155,6 @@ def find_span(haystack: str, needle: str) -> tuple[int, int] | None:
 
 
 _QUOTED_RE = re.compile(r"\"([^\"\n]{3,}?)\"|“([^”\n]{3,}?)”|(?<![\w])'([^'\n]{8,}?)'(?![\w])")
-SENTENCE_END_RE = re.compile(r"(?<=[.!?])\s+(?=[\"'“(\[A-Z0-9`])")
 _LIST_PREFIX_RE = re.compile(r"^\s*(?:[-*+•]|\d+[.)]|>)\s+")
 MIN_QUOTED_SPAN = 12
 
@@ -204,7 +204,7 @@ def _quote_spans(chunk_text: str, answer: str, own_claims: list[str]) -> tuple[l
         if len(claim) < MIN_QUOTED_SPAN:
             continue
         span = find_span(chunk_text, claim)
-        parts = [claim] if span else SENTENCE_END_RE.split(claim)
+        parts = [claim] if span else claim_sentences(claim)
         for part in parts:
             part_span = span if span else (find_span(chunk_text, part) if len(part) >= MIN_QUOTED_SPAN else None)
             if part_span:

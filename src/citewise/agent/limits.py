@@ -78,7 +78,3 @@ class Limits:
             max_question_chars=agent.max_question_chars,
             tool_retries=settings.generation.tool_retries,
         )
-
-
-def exit_info(reason: ExitReason | str) -> ExitInfo:
-    return EXIT_REASONS[ExitReason(reason)]

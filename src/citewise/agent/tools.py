@@ -15,7 +15,6 @@ import asyncio
 import json
 import logging
 import uuid
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -152,9 +151,6 @@ class Ledger:
             n = len(self.sources)
         return n
 
-    def numbered(self) -> dict[int, ScoredChunk]:
-        return {i + 1: c for i, c in enumerate(self.sources)}
-
 
 # ---------------------------------------------------------------------------------------------------------------
 # Formatting what the model sees
@@ -223,7 +219,6 @@ class ToolContext:
     retry_wait_s: float = 0.1
     # Set when a search failed hard (index unreachable): the node reports it instead of an answer.
     failure: dict[str, Any] | None = None
-    results: list[SearchResult] = field(default_factory=list)
 
 
 async def run_search(ctx: ToolContext, args: SearchDocsArgs, *, node: str) -> tuple[str, list[tuple[int, ScoredChunk]]]:
@@ -274,7 +269,6 @@ async def run_search(ctx: ToolContext, args: SearchDocsArgs, *, node: str) -> tu
         ctx.failure = event["data"]
         return f"DOCUMENTATION_SEARCH_ERROR: {exc.kind}: the documentation index could not be searched.", []
 
-    ctx.results.append(result)
     ctx.ledger.results[result_key(args.query, args.filename)] = [c.chunk_id for c in result.chunks]
     ctx.ledger.profiles[result_key(args.query, args.filename)] = result.profile.model_dump()
     ctx.ledger.corrections.update(result.corrections)
@@ -406,6 +400,3 @@ def validate_call(name: str, args: Any) -> tuple[dict[str, Any] | None, str | No
         first = exc.errors()[0] if hasattr(exc, "errors") else {"msg": str(exc), "loc": ()}
         where = ".".join(str(p) for p in first.get("loc", ()))
         return None, f"invalid arguments for {name}: {where}: {first.get('msg')}"
-
-
-TraceSink = Callable[[dict[str, Any]], None]

@@ -7,47 +7,22 @@ The agent appends every question it answers to the question log (`citewise.agent
 from __future__ import annotations
 
 import json
-import re
 from collections import Counter
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from citewise.text import content_terms, jaccard
+
 if TYPE_CHECKING:
     from citewise.settings import Settings
-
-# Words that carry no topic. Grouping compares what questions are *about*, so "how do I", "what is" must not make
-# two unrelated questions look alike.
-_STOPWORDS_TEXT = """
-a about above after again all am an and any are as at be been being below between both but by can could did do does
-doing done down during each few for from further get gets got had has have having he her here hers him his how i if
-in into is it its itself just me more most my no nor not now of off on once only or other our out over own please
-same she should so some such than that the their them then there these they this those through to too under until up
-use used using very was way we were what when where which while who whom why will with would you your yours
-"""
-_STOPWORDS = frozenset(_STOPWORDS_TEXT.split())
-_TOKEN = re.compile(r"[a-z0-9][a-z0-9_.\-]*[a-z0-9]|[a-z0-9]")
 
 DEFAULT_SIMILARITY = 0.5
 
 
-def _stem(word: str) -> str:
-    """A deliberately crude English stemmer: enough that "rotate", "rotated", "rotating" and "keys"/"key" meet."""
-    for suffix in ("ing", "ed", "es", "s"):
-        if word.endswith(suffix) and len(word) - len(suffix) >= 3 and not word.endswith("ss"):
-            word = word[: -len(suffix)]
-            break
-    return word[:-1] if len(word) > 3 and word.endswith("e") else word
-
-
 def content_tokens(text: str) -> frozenset[str]:
-    """Lower-cased, crudely stemmed words minus stopwords: what a question is about."""
-    return frozenset(_stem(token) for token in _TOKEN.findall(text.lower()) if token not in _STOPWORDS)
-
-
-def jaccard(a: frozenset[str], b: frozenset[str]) -> float:
-    """|a ∩ b| / |a ∪ b|; two empty sets are not similar (0)."""
-    union = len(a | b)
-    return len(a & b) / union if union else 0.0
+    """What a question is about: the stems of its content words (citewise.text), so "rotate API keys" and "API keys
+    rotated" meet and "how do I" counts for nothing."""
+    return frozenset(content_terms(text))
 
 
 def is_gap(record: dict) -> bool:
@@ -115,7 +90,7 @@ def group_gaps(records: list[dict], *, similarity: float = DEFAULT_SIMILARITY, m
     for i, tokens in enumerate(token_sets):
         candidates = {j for token in tokens for j in by_token.get(token, ())}
         for j in sorted(candidates):
-            if jaccard(tokens, token_sets[j]) >= similarity:
+            if jaccard(tokens, token_sets[j], empty=0.0) >= similarity:
                 sets.union(i, j)
         for token in tokens:
             by_token.setdefault(token, []).append(i)

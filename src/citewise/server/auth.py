@@ -29,10 +29,6 @@ class Caller:
     owner: str
     key_id: str | None  # a non-secret label for the key (used for rate limiting and logs), None without keys
 
-    @property
-    def authenticated(self) -> bool:
-        return self.key_id is not None
-
 
 def presented_key(headers: Mapping[str, str]) -> str | None:
     header = headers.get("authorization", "")

@@ -23,7 +23,7 @@ from pathlib import Path, PurePosixPath, PureWindowsPath
 from typing import Annotated
 
 from fastapi import APIRouter, File, HTTPException, Query, Response, UploadFile, status
-from pydantic import BaseModel
+from pydantic import BaseModel, create_model
 
 from citewise.errors import CitewiseError, ConfigError
 from citewise.index.store import validate_owner
@@ -78,19 +78,12 @@ class DeleteResult(BaseModel):
     queued: bool = False  # true with status 202 (deleted is then false until the write runs)
 
 
-class ChunkOut(BaseModel):
-    chunk_id: str
-    doc_id: str
-    chunk_index: int
-    filename: str
-    text: str
-    source_url: str | None = None
-    module: str = ""
-    chapter: str = ""
-    title: str = ""
-    page: int | None = None
-    modified: str | None = None
-    owner: str
+# A chunk as the API shows it: every field of `Chunk` but its content hash (an index detail), declared once there.
+ChunkOut = create_model(
+    "ChunkOut",
+    __doc__="One chunk: its text and everything a citation needs.",
+    **{name: (f.annotation, f) for name, f in Chunk.model_fields.items() if name != "content_hash"},
+)
 
 
 def visible_to(owner: str, caller: Caller) -> bool:
@@ -356,7 +349,7 @@ def _fetch_chunk(state: ServerState, chunk_id: str) -> Chunk | None:
 @router.get(
     "/chunks/{chunk_id}", summary="One chunk the caller can see (opening a citation)", responses=error_responses(404)
 )
-async def get_chunk(chunk_id: uuid.UUID, caller: CallerDep, state: StateDep) -> ChunkOut:
+async def get_chunk(chunk_id: uuid.UUID, caller: CallerDep, state: StateDep) -> ChunkOut:  # type: ignore[valid-type]
     chunk = await asyncio.to_thread(_fetch_chunk, state, str(chunk_id))
     if chunk is None or not visible_to(chunk.owner, caller):
         raise HTTPException(status.HTTP_404_NOT_FOUND, detail=f"No chunk with id {chunk_id}.")
