@@ -12,7 +12,6 @@ import re
 import sys
 from collections.abc import Callable
 from contextlib import contextmanager
-from enum import StrEnum
 from pathlib import Path
 from typing import Annotated
 
@@ -26,7 +25,7 @@ from rich.table import Table
 from citewise import __version__
 from citewise.errors import CitewiseError
 from citewise.settings import Settings
-from citewise.types import AnswerStyle, DocStatus, RetrievalMode
+from citewise.types import AnswerMode, AnswerStyle, DocStatus, RetrievalMode
 
 app = typer.Typer(
     name="citewise",
@@ -260,13 +259,8 @@ def search(
 # -- ask / chat (agent stream) ------------------------------------------------------------------------------------
 
 
-class AskMode(StrEnum):
-    QUOTE = "quote"
-    AGENT = "agent"
-
-
 ModeOpt = Annotated[
-    AskMode | None,
+    AnswerMode | None,
     typer.Option("--mode", help="quote (verbatim sentences, no model) or agent (CITEWISE_LLM). Default: CITEWISE_LLM."),
 ]
 StyleOpt = Annotated[AnswerStyle | None, typer.Option("--style", help="default or structured.")]
@@ -323,12 +317,12 @@ def _trace_line(event: dict) -> str:
     return f"· {event.get('node', '')}: {event.get('type', '')} " + json.dumps(data, ensure_ascii=False)[:300]
 
 
-async def _stream_run(cw, question: str, *, show_tokens: bool, show_trace: bool, **options):
+async def _stream_run(cw, request, *, show_tokens: bool, show_trace: bool):
     """Run through astream_events: tokens to stdout as they arrive, trace steps to stderr; returns (Answer, text
     streamed)."""
     shown: list[str] = []
     answer = None
-    async for event in cw.astream_events(question, **options):
+    async for event in cw.astream_events(request):
         kind = event["event"]
         if kind == "on_chat_model_stream" and show_tokens:
             text = event["data"]["chunk"].content
@@ -368,16 +362,16 @@ def ask(
         from citewise.agent.sync import run_sync
 
         cw = Citewise(_settings(home))
-        options = dict(
-            owner=owner, selected_text=_read_selected_text(selected_text), style=style,
-            mode=str(mode) if mode else None, trace=trace,
+        request = cw.request(
+            question, owner=owner, selected_text=_read_selected_text(selected_text), style=style, mode=mode,
+            trace=trace,
         )  # fmt: skip
         if (stream or trace) and not as_json:
-            answer, shown = run_sync(_stream_run(cw, question, show_tokens=stream, show_trace=trace, **options))
+            answer, shown = run_sync(_stream_run(cw, request, show_tokens=stream, show_trace=trace))
         elif as_json and trace:
-            answer, shown = run_sync(_stream_run(cw, question, show_tokens=False, show_trace=False, **options))
+            answer, shown = run_sync(_stream_run(cw, request, show_tokens=False, show_trace=False))
         else:
-            answer, shown = cw.ask(question, **options), ""
+            answer, shown = run_sync(cw.arun(request)), ""
         if as_json:
             print(answer.model_dump_json())
         else:
@@ -407,7 +401,7 @@ def chat(
 
         cw = Citewise(_settings(home), checkpointer=InMemorySaver())
         session = f"cli-{uuid.uuid4().hex[:12]}"
-        options = {"owner": owner, "style": style, "mode": str(mode) if mode else None}
+        options = {"owner": owner, "style": style, "mode": mode}
         out.print("[dim]Ask about the docs. `exit` or Ctrl-D leaves; the conversation is kept until then.[/]")
         while True:
             try:
@@ -421,9 +415,8 @@ def chat(
                 continue
             try:
                 # Every question on the same loop (agent/sync.py): a vendor's HTTP client outlives one question.
-                answer, shown = run_sync(
-                    _stream_run(cw, question, show_tokens=True, show_trace=trace, session_id=session, **options)
-                )
+                request = cw.request(question, session_id=session, **options)
+                answer, shown = run_sync(_stream_run(cw, request, show_tokens=True, show_trace=trace))
             except CitewiseError as exc:  # a bad question must not end the conversation
                 say(err, "[bold red]Error:[/] {}", exc)
                 continue

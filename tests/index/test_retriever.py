@@ -255,3 +255,17 @@ def test_a_search_reports_how_its_ranked_lists_looked(indexed):
     profile = result.profile
     assert profile.dense == sorted(profile.dense, reverse=True) and len(profile.dense) >= 3
     assert result.chunks[0].chunk_id in profile.dense_top and profile.lexical_top
+
+
+def test_open_serves_a_chunk_only_to_who_may_see_it(indexed):
+    retriever = Retriever(indexed)
+    private = next(c for c in indexed.store.chunks() if c.owner == "alice")
+    public = next(c for c in indexed.store.chunks() if c.owner == "public")
+    assert retriever.open(private.chunk_id, owner="alice") == private
+    assert retriever.open(private.chunk_id) is None and retriever.open(private.chunk_id, owner="bob") is None
+    assert retriever.open(public.chunk_id, owner="bob", doc_id=public.doc_id) == public
+    assert retriever.open(public.chunk_id, doc_id=private.doc_id) is None  # the id pair must match
+    # The rule is applied inside the store's lookup: someone else's row is never read.
+    from citewise.index.store import build_where
+
+    assert indexed.store.fetch([private.chunk_id], build_where("bob")) == {}

@@ -3,10 +3,9 @@ be built at all (what `/ready` asks, without the server reaching into `llm/`).""
 
 from __future__ import annotations
 
-from citewise.settings import Settings
+from citewise.settings import QUOTE_ANSWERER, Settings
 
-# The answerer name of quote mode, as `Answer.mode` and `settings.llm` spell it.
-QUOTE_ANSWERER = "extractive"
+__all__ = ["QUOTE_ANSWERER", "check_answerer"]
 
 
 def check_answerer(settings: Settings) -> None:

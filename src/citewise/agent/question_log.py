@@ -12,9 +12,11 @@ import threading
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 
+from citewise.types import PUBLIC_OWNER
+
 if TYPE_CHECKING:
     from citewise.settings import Settings
-    from citewise.types import Answer
+    from citewise.types import Answer, Owner
 
 try:  # POSIX: an advisory lock keeps lines from two processes whole; Windows appends are already atomic enough
     import fcntl
@@ -27,7 +29,7 @@ log = logging.getLogger(__name__)
 _append_lock = threading.Lock()
 
 
-def question_record(answer: Answer, queries: list[str], *, owner: str | None = None) -> dict:
+def question_record(answer: Answer, queries: list[str], *, owner: Owner | str | None = None) -> dict:
     """The log line for one answered question (also what `citewise gaps` reads back)."""
     record = {
         "timestamp": datetime.now(UTC).isoformat(timespec="seconds"),
@@ -39,12 +41,12 @@ def question_record(answer: Answer, queries: list[str], *, owner: str | None = N
         "queries": [q for q in queries if q],
         "mode": answer.mode,
     }
-    if owner:
-        record["owner"] = owner
+    if owner is not None and str(owner) != PUBLIC_OWNER:  # the public asker is everyone: nothing to record
+        record["owner"] = str(owner)
     return record
 
 
-def log_question(settings: Settings, answer: Answer, queries: list[str], *, owner: str | None = None) -> None:
+def log_question(settings: Settings, answer: Answer, queries: list[str], *, owner: Owner | str | None = None) -> None:
     """Append one JSON line describing `answer` to the question log, when `settings.server.log_questions` is on.
 
     Never raises: a full disk or an unwritable home must not turn an answered question into an error, so failures

@@ -31,12 +31,21 @@ from pydantic import BaseModel, Field
 from citewise.errors import ConfigError, IngestError
 from citewise.index.knowledge_base import KnowledgeBase
 from citewise.index.registry import now_iso
-from citewise.index.store import search_text, validate_owner
+from citewise.index.store import search_text
 from citewise.ingest.chunking import iter_chunk_drafts
 from citewise.ingest.globs import any_match
 from citewise.ingest.loaders import SUPPORTED_SUFFIXES, load_file
 from citewise.settings import IngestSettings
-from citewise.types import PUBLIC_OWNER, Chunk, DocStatus, DocumentRecord, ParsedDocument, make_chunk_id, make_doc_id
+from citewise.types import (
+    PUBLIC_OWNER,
+    Chunk,
+    DocStatus,
+    DocumentRecord,
+    Owner,
+    ParsedDocument,
+    make_chunk_id,
+    make_doc_id,
+)
 
 # Folders nobody means to ingest; skipping them keeps `citewise ingest .` sane.
 SKIP_DIRS = frozenset({".git", ".hg", ".svn", ".venv", "venv", "node_modules", "__pycache__", ".citewise"})
@@ -263,7 +272,7 @@ class Ingestor:
         self,
         kb: KnowledgeBase,
         *,
-        owner: str = PUBLIC_OWNER,
+        owner: Owner | str = PUBLIC_OWNER,
         progress: Progress | None = None,
         reassign_owner: bool = False,
         wait_s: float | None = None,
@@ -272,7 +281,7 @@ class Ingestor:
     ) -> None:
         self.kb = kb
         self.settings = kb.settings
-        self.owner = validate_owner(owner) or PUBLIC_OWNER
+        self.owner = Owner.of(owner).id
         self.progress = progress or (lambda stage, done, total: None)
         self.reassign_owner = reassign_owner
         self._wait_s = wait_s

@@ -35,6 +35,7 @@ from citewise.errors import (
     RateLimited,
     classify_provider_error,
 )
+from citewise.settings import QUOTE_ANSWERER
 
 if TYPE_CHECKING:
     from langchain_core.tools import BaseTool
@@ -85,7 +86,7 @@ def create_chat_model(settings: Settings, spec: str) -> BaseChatModel:
     The settings' `llm_api_key` is given only to the primary (settings.llm); fallbacks read the vendor's variable.
     """
     spec = spec.strip()
-    if spec == "extractive":
+    if spec == QUOTE_ANSWERER:
         raise ConfigError('"extractive" is quote mode, which uses no chat model; pick "local" or "provider:model".')
     cache = _cache_for(settings, spec)
     if spec == "local":
