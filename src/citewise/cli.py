@@ -13,7 +13,7 @@ import sys
 from collections.abc import Callable
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from pydantic import ValidationError as PydanticValidationError
@@ -24,8 +24,10 @@ from rich.table import Table
 
 from citewise import __version__
 from citewise.errors import CitewiseError
-from citewise.settings import Settings
 from citewise.types import AnswerMode, AnswerStyle, DocStatus, RetrievalMode
+
+if TYPE_CHECKING:
+    from citewise.settings import Settings
 
 app = typer.Typer(
     name="citewise",
@@ -80,6 +82,8 @@ def say(console: Console, template: str, *values: object, **options) -> None:
 
 
 def _settings(home: Path | None, **overrides) -> Settings:
+    from citewise.settings import Settings  # pydantic-settings: not needed for --help
+
     try:
         settings = Settings(**({"home": home} if home is not None else {}))
     except PydanticValidationError as exc:
@@ -110,6 +114,17 @@ def _progress(enabled: bool):
             progress.update(tasks[stage], completed=done, total=max(total, done))
 
         yield update
+
+
+@contextmanager
+def _composing(*, enabled: bool):
+    """A spinner on stderr while an answer is being composed (a cold start and the run itself take a second or
+    more, a model longer). Only on a terminal, and never with --json: stdout stays the answer alone."""
+    if not enabled or not err.is_terminal:
+        yield
+        return
+    with err.status("Composing the answer…", spinner="dots"):
+        yield
 
 
 def _run(fn: Callable[[], int | None]) -> None:
@@ -358,20 +373,22 @@ def ask(
     """
 
     def go() -> int:
-        from citewise.agent.runner import Citewise
-        from citewise.agent.sync import run_sync
+        live = (stream or trace) and not as_json  # tokens or steps are printed as they come: no spinner over them
+        with _composing(enabled=not live and not as_json):
+            from citewise.agent.runner import Citewise
+            from citewise.agent.sync import run_sync
 
-        cw = Citewise(_settings(home))
-        request = cw.request(
-            question, owner=owner, selected_text=_read_selected_text(selected_text), style=style, mode=mode,
-            trace=trace,
-        )  # fmt: skip
-        if (stream or trace) and not as_json:
+            cw = Citewise(_settings(home))
+            request = cw.request(
+                question, owner=owner, selected_text=_read_selected_text(selected_text), style=style, mode=mode,
+                trace=trace,
+            )  # fmt: skip
+            if as_json and trace:
+                answer, shown = run_sync(_stream_run(cw, request, show_tokens=False, show_trace=False))
+            elif not live:
+                answer, shown = run_sync(cw.arun(request)), ""
+        if live:
             answer, shown = run_sync(_stream_run(cw, request, show_tokens=stream, show_trace=trace))
-        elif as_json and trace:
-            answer, shown = run_sync(_stream_run(cw, request, show_tokens=False, show_trace=False))
-        else:
-            answer, shown = run_sync(cw.arun(request)), ""
         if as_json:
             print(answer.model_dump_json())
         else:

@@ -51,9 +51,7 @@ def _synced_ok(metrics: str, source: str) -> int:
 
 
 def test_scheduled_syncs_run_while_queries_are_answered(site, tmp_path, make_kb, live_server):
-    settings = make_settings(
-        tmp_path / "home", sources={"acme": _spec(site, every="1s")}, sync={"max_page_mb": 0.1}
-    )
+    settings = make_settings(tmp_path / "home", sources={"acme": _spec(site, every="1s")}, sync={"max_page_mb": 0.1})
     kb = make_kb(settings)
     Ingestor(kb).ingest_paths([CORPUS])  # something to answer from before the first sync lands
     server = live_server(create_app(settings, kb=kb))

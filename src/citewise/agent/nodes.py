@@ -53,6 +53,7 @@ from citewise.agent.tools import (
     ToolContext,
     build_tools,
     call_key,
+    invoke,
     validate_call,
 )
 from citewise.agent.validator import validate_answer
@@ -188,8 +189,7 @@ class AgentNodes:
         ).model_dump()
         call = {"name": SEARCH_DOCS, "args": args, "id": "call_retrieve", "type": "tool_call"}
         ledger.trace.append(trace_event(TraceKind.TOOL_CALL, "retrieve", tool=SEARCH_DOCS, args=args, mandatory=True))
-        tool = build_tools(ctx, node="retrieve")[0]
-        result: ToolMessage = await tool.ainvoke(call, config=config)
+        result = await invoke(ctx, call, node="retrieve", config=config)
         update = ledger.update()
         if ctx.failure:
             return self._retrieval_failed(state, update, ctx.failure, node="retrieve")
@@ -334,7 +334,6 @@ class AgentNodes:
             checked.append((call, args))
 
         ctx = self.tool_context(state, ledger)
-        by_name = {t.name: t for t in build_tools(ctx, node="tools")}
         tool_log = dict(state.get("tool_log") or {})
         used = state.get("tool_calls", 0)
         exhausted = False
@@ -355,7 +354,7 @@ class AgentNodes:
                 results.append(ToolMessage(content=content, tool_call_id=call["id"], name=call["name"]))
                 continue
             used += 1
-            message = await by_name[call["name"]].ainvoke({**call, "args": args, "type": "tool_call"}, config=config)
+            message = await invoke(ctx, {**call, "args": args}, node="tools", config=config)
             tool_log[key] = message_text(message)
             results.append(message)
             if ctx.failure:

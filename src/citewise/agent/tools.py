@@ -17,9 +17,9 @@ import json
 import logging
 import uuid
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from langchain_core.tools import BaseTool, StructuredTool
+from langchain_core.messages import ToolMessage
 from pydantic import BaseModel, Field, field_validator
 from tenacity import AsyncRetrying, retry_if_exception, stop_after_attempt, wait_exponential_jitter
 
@@ -36,6 +36,9 @@ from citewise.types import (
     TraceKind,
     trace_event,
 )
+
+if TYPE_CHECKING:
+    from langchain_core.tools import BaseTool
 
 log = logging.getLogger(__name__)
 
@@ -354,6 +357,9 @@ async def run_open(ctx: ToolContext, args: OpenCitationArgs, *, node: str) -> st
 
 def build_tools(ctx: ToolContext | None, *, node: str = "tools") -> list[BaseTool]:
     """The tools bound to one context (None: for their schemas only, e.g. to describe them to a model)."""
+    # LangChain's tool classes load its runnable and tracing stack (a third of a second): only a model's turn and a
+    # LangGraph run need them, never quote mode's in-process run (see `invoke`).
+    from langchain_core.tools import StructuredTool
 
     def need_ctx() -> ToolContext:
         if ctx is None:
@@ -394,6 +400,21 @@ def build_tools(ctx: ToolContext | None, *, node: str = "tools") -> list[BaseToo
             args_schema=OpenCitationArgs,
         ),
     ]
+
+
+async def invoke(ctx: ToolContext, call: dict[str, Any], *, node: str, config: Any) -> ToolMessage:
+    """Run one tool call whose arguments were validated. Inside a LangGraph run (its config carries the run's
+    callbacks) it goes through the LangChain tool, so the run's events show it (`on_tool_start`/`on_tool_end`); in
+    the in-process runner it is called directly: the same text, without LangChain's callback and tracing machinery
+    (a third of a second to import, for events nobody streams)."""
+    if config.get("callbacks") is not None:
+        tool = next(t for t in build_tools(ctx, node=node) if t.name == call["name"])
+        return await tool.ainvoke({**call, "type": "tool_call"}, config=config)
+    if call["name"] == SEARCH_DOCS:
+        text, _ = await run_search(ctx, SearchDocsArgs(**call["args"]), node=node)
+    else:
+        text = await run_open(ctx, OpenCitationArgs(**call["args"]), node=node)
+    return ToolMessage(content=text, tool_call_id=call["id"], name=call["name"])
 
 
 def validate_call(name: str, args: Any) -> tuple[dict[str, Any] | None, str | None]:

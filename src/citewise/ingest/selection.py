@@ -10,8 +10,8 @@ from __future__ import annotations
 import hashlib
 
 from citewise.index.retriever import Retriever
-from citewise.ingest.loaders import parse_plain_text
-from citewise.ingest.pipeline import make_chunks
+from citewise.ingest.chunking import make_chunks
+from citewise.ingest.plaintext import parse_plain_text
 from citewise.types import RetrievalMode, SearchResult, check_selected_text, make_doc_id
 
 SELECTION_FILENAME = "selected text"
