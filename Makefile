@@ -48,6 +48,7 @@ bench: install
 	$(BIN)/python bench/fit_quote_decision.py --rerun
 	$(BIN)/python bench/clapnq_answers.py
 	$(BIN)/python bench/bench_load.py
+	$(BIN)/python bench/bench_startup.py
 	$(BIN)/python bench/bench_sources.py
 	# Creates bench/.peers-venv (LangChain, Chroma, LlamaIndex, matplotlib) on first use; writes the PNG charts.
 	$(BIN)/python bench/bench_peers.py

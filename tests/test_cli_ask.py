@@ -106,3 +106,47 @@ def test_missing_vendor_extra_is_a_clear_error_naming_the_install_command(home, 
     result = _ask(home, QUESTION)
     assert result.exit_code == 2
     assert "pip install 'citewise[anthropic]'" in result.stderr
+
+
+def _ask_on_a_terminal(home: Path, *args: str) -> tuple[str, str]:
+    """Run `citewise ask` with stderr on a pseudo-terminal (stdout piped): (stdout, what the terminal showed)."""
+    import os
+    import pty
+    import subprocess
+    import sys
+
+    leader, follower = pty.openpty()
+    env = {**os.environ, "TERM": "xterm-256color", "COLUMNS": "100"}
+    env.pop("NO_COLOR", None)
+    process = subprocess.Popen(
+        [sys.executable, "-m", "citewise.cli", "ask", *args, "--home", str(home)],
+        stdout=subprocess.PIPE,
+        stderr=follower,
+        env=env,
+    )
+    os.close(follower)
+    shown = b""
+    while True:
+        try:
+            data = os.read(leader, 4096)
+        except OSError:  # the child closed the terminal
+            break
+        if not data:
+            break
+        shown += data
+    stdout = process.stdout.read().decode()
+    process.wait(timeout=120)
+    os.close(leader)
+    return stdout, shown.decode(errors="replace")
+
+
+def test_a_spinner_shows_on_the_terminal_while_the_answer_is_composed(home):
+    stdout, terminal = _ask_on_a_terminal(home, QUESTION)
+    assert "Composing the answer" in terminal
+    assert "twelve threads" in stdout and "Composing" not in stdout
+
+
+def test_no_spinner_with_json(home):
+    stdout, terminal = _ask_on_a_terminal(home, QUESTION, "--json")
+    assert "Composing" not in terminal
+    assert Answer.model_validate_json(stdout.strip().splitlines()[-1]).status == "success"

@@ -2,11 +2,11 @@
 
 from typing import TYPE_CHECKING, Any
 
-from citewise.settings import Settings
 from citewise.types import Answer, Chunk, DocStatus, ExitReason, RetrievalMode, ScoredChunk, SearchResult
 
 if TYPE_CHECKING:
     from citewise.agent.runner import Citewise
+    from citewise.settings import Settings
 
 __all__ = [
     "Answer",
@@ -23,7 +23,12 @@ __version__ = "0.1.0"
 
 
 def __getattr__(name: str) -> Any:
-    # Citewise pulls in LangGraph (~2 s): imported on first use so `import citewise` and `citewise --help` stay fast.
+    # Imported on first use, so that `import citewise` and `citewise --help` stay fast: Settings brings
+    # pydantic-settings (and dotenv), Citewise the agent.
+    if name == "Settings":
+        from citewise.settings import Settings
+
+        return Settings
     if name == "Citewise":
         from citewise.agent.runner import Citewise
 

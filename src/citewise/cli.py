@@ -12,9 +12,8 @@ import re
 import sys
 from collections.abc import Callable
 from contextlib import contextmanager
-from enum import StrEnum
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from pydantic import ValidationError as PydanticValidationError
@@ -25,8 +24,10 @@ from rich.table import Table
 
 from citewise import __version__
 from citewise.errors import CitewiseError
-from citewise.settings import Settings
-from citewise.types import AnswerStyle, DocStatus, RetrievalMode
+from citewise.types import AnswerMode, AnswerStyle, DocStatus, RetrievalMode
+
+if TYPE_CHECKING:
+    from citewise.settings import Settings
 
 app = typer.Typer(
     name="citewise",
@@ -81,6 +82,8 @@ def say(console: Console, template: str, *values: object, **options) -> None:
 
 
 def _settings(home: Path | None, **overrides) -> Settings:
+    from citewise.settings import Settings  # pydantic-settings: not needed for --help
+
     try:
         settings = Settings(**({"home": home} if home is not None else {}))
     except PydanticValidationError as exc:
@@ -111,6 +114,17 @@ def _progress(enabled: bool):
             progress.update(tasks[stage], completed=done, total=max(total, done))
 
         yield update
+
+
+@contextmanager
+def _composing(*, enabled: bool):
+    """A spinner on stderr while an answer is being composed (a cold start and the run itself take a second or
+    more, a model longer). Only on a terminal, and never with --json: stdout stays the answer alone."""
+    if not enabled or not err.is_terminal:
+        yield
+        return
+    with err.status("Composing the answer…", spinner="dots"):
+        yield
 
 
 def _run(fn: Callable[[], int | None]) -> None:
@@ -229,9 +243,13 @@ def search(
             except (OSError, UnicodeDecodeError) as exc:
                 raise CitewiseError(f"Cannot read --selected-text {selected_text}: {exc}") from exc
         kb = KnowledgeBase(_settings(home))
-        result = Retriever(kb).search(
-            query, k, owner=owner, mode=mode, filters={"module": module} if module else None, selected_text=text
-        )
+        retriever = Retriever(kb)
+        if text is not None:
+            from citewise.ingest.selection import search_selected
+
+            result = search_selected(retriever, query, k, text=text, mode=mode)
+        else:
+            result = retriever.search(query, k, owner=owner, mode=mode, filters={"module": module} if module else None)
         if as_json:
             print(result.model_dump_json())
             return 0
@@ -256,13 +274,8 @@ def search(
 # -- ask / chat (agent stream) ------------------------------------------------------------------------------------
 
 
-class AskMode(StrEnum):
-    QUOTE = "quote"
-    AGENT = "agent"
-
-
 ModeOpt = Annotated[
-    AskMode | None,
+    AnswerMode | None,
     typer.Option("--mode", help="quote (verbatim sentences, no model) or agent (CITEWISE_LLM). Default: CITEWISE_LLM."),
 ]
 StyleOpt = Annotated[AnswerStyle | None, typer.Option("--style", help="default or structured.")]
@@ -319,12 +332,12 @@ def _trace_line(event: dict) -> str:
     return f"· {event.get('node', '')}: {event.get('type', '')} " + json.dumps(data, ensure_ascii=False)[:300]
 
 
-async def _stream_run(cw, question: str, *, show_tokens: bool, show_trace: bool, **options):
+async def _stream_run(cw, request, *, show_tokens: bool, show_trace: bool):
     """Run through astream_events: tokens to stdout as they arrive, trace steps to stderr; returns (Answer, text
     streamed)."""
     shown: list[str] = []
     answer = None
-    async for event in cw.astream_events(question, **options):
+    async for event in cw.astream_events(request):
         kind = event["event"]
         if kind == "on_chat_model_stream" and show_tokens:
             text = event["data"]["chunk"].content
@@ -360,20 +373,22 @@ def ask(
     """
 
     def go() -> int:
-        from citewise.agent.runner import Citewise
-        from citewise.agent.sync import run_sync
+        live = (stream or trace) and not as_json  # tokens or steps are printed as they come: no spinner over them
+        with _composing(enabled=not live and not as_json):
+            from citewise.agent.runner import Citewise
+            from citewise.agent.sync import run_sync
 
-        cw = Citewise(_settings(home))
-        options = dict(
-            owner=owner, selected_text=_read_selected_text(selected_text), style=style,
-            mode=str(mode) if mode else None, trace=trace,
-        )  # fmt: skip
-        if (stream or trace) and not as_json:
-            answer, shown = run_sync(_stream_run(cw, question, show_tokens=stream, show_trace=trace, **options))
-        elif as_json and trace:
-            answer, shown = run_sync(_stream_run(cw, question, show_tokens=False, show_trace=False, **options))
-        else:
-            answer, shown = cw.ask(question, **options), ""
+            cw = Citewise(_settings(home))
+            request = cw.request(
+                question, owner=owner, selected_text=_read_selected_text(selected_text), style=style, mode=mode,
+                trace=trace,
+            )  # fmt: skip
+            if as_json and trace:
+                answer, shown = run_sync(_stream_run(cw, request, show_tokens=False, show_trace=False))
+            elif not live:
+                answer, shown = run_sync(cw.arun(request)), ""
+        if live:
+            answer, shown = run_sync(_stream_run(cw, request, show_tokens=stream, show_trace=trace))
         if as_json:
             print(answer.model_dump_json())
         else:
@@ -403,7 +418,7 @@ def chat(
 
         cw = Citewise(_settings(home), checkpointer=InMemorySaver())
         session = f"cli-{uuid.uuid4().hex[:12]}"
-        options = {"owner": owner, "style": style, "mode": str(mode) if mode else None}
+        options = {"owner": owner, "style": style, "mode": mode}
         out.print("[dim]Ask about the docs. `exit` or Ctrl-D leaves; the conversation is kept until then.[/]")
         while True:
             try:
@@ -417,9 +432,8 @@ def chat(
                 continue
             try:
                 # Every question on the same loop (agent/sync.py): a vendor's HTTP client outlives one question.
-                answer, shown = run_sync(
-                    _stream_run(cw, question, show_tokens=True, show_trace=trace, session_id=session, **options)
-                )
+                request = cw.request(question, session_id=session, **options)
+                answer, shown = run_sync(_stream_run(cw, request, show_tokens=True, show_trace=trace))
             except CitewiseError as exc:  # a bad question must not end the conversation
                 say(err, "[bold red]Error:[/] {}", exc)
                 continue

@@ -17,9 +17,15 @@
         └── ProviderTimeout       the vendor did not answer in time
 
 The CLI maps these to a one-line message and exit code 2 once (cli.py); the HTTP layer maps them once too.
+Vendor SDKs raise their own trees: `classify_provider_error` maps any of them onto this one, for chat models and
+embedding models alike.
 """
 
 from __future__ import annotations
+
+import asyncio
+import email.utils
+import time
 
 
 class CitewiseError(Exception):
@@ -84,3 +90,72 @@ class ProviderUnavailable(ProviderError):
 class ProviderTimeout(ProviderError):
     def __init__(self, message: str = "The provider did not answer in time.") -> None:
         super().__init__(message, retryable=True)
+
+
+# -- vendor failures onto the tree --------------------------------------------------------------------------------
+
+_RATE_WORDS = ("rate limit", "ratelimit", "rate_limit", "quota", "resource exhausted", "resourceexhausted",
+               "too many requests", "429")  # fmt: skip
+_TIMEOUT_WORDS = ("timeout", "timed out", "deadline exceeded", "deadlineexceeded")
+_UNAVAILABLE_WORDS = ("unavailable", "overloaded", "internal server error", "bad gateway", "connection",
+                      "connect error", "remote end closed", "500", "502", "503", "529")  # fmt: skip
+
+
+def _status_code(exc: BaseException) -> int | None:
+    for candidate in (exc, getattr(exc, "response", None)):
+        for attr in ("status_code", "status", "code", "http_status"):
+            value = getattr(candidate, attr, None)
+            if isinstance(value, int) and 100 <= value <= 599:
+                return value
+    return None
+
+
+def retry_after(exc: BaseException) -> float | None:
+    """Seconds the vendor asked us to wait (`retry-after-ms`, `retry-after` in seconds or as an HTTP date), from the
+    HTTP response the SDK's exception carries; None when it sent none."""
+    headers = getattr(getattr(exc, "response", None), "headers", None)
+    if headers is None:
+        return None
+    try:
+        if (ms := headers.get("retry-after-ms")) is not None:
+            return max(0.0, float(ms) / 1000)
+        value = headers.get("retry-after")
+        if value is None:
+            return None
+        try:
+            return max(0.0, float(value))
+        except ValueError:
+            when = email.utils.parsedate_to_datetime(value)
+            return max(0.0, when.timestamp() - time.time())
+    except (TypeError, ValueError, OverflowError):
+        return None
+
+
+def classify_provider_error(exc: BaseException, *, context: str = "") -> ProviderError:
+    """Map any vendor/transport exception to RateLimited, ProviderTimeout, ProviderUnavailable or a plain,
+    non-retryable ProviderError. Works on status codes and exception names/messages, so no vendor package is needed.
+    """
+    if isinstance(exc, ProviderError):
+        return exc
+    name = type(exc).__name__
+    detail = str(exc).strip() or name
+    message = (f"{context}: " if context else "") + f"{name}: {detail}"[:500]
+    haystack = f"{name} {detail}".lower()
+    status = _status_code(exc)
+
+    wait = retry_after(exc)
+    if status == 429:
+        return RateLimited(message, retry_after_s=wait)
+    if status in (408, 504) or isinstance(exc, TimeoutError | asyncio.TimeoutError):
+        return ProviderTimeout(message)
+    if status is not None and status >= 500:
+        return ProviderUnavailable(message, retry_after_s=wait)
+    if status is not None and 400 <= status < 500:
+        return ProviderError(message, retryable=False)
+    if any(word in haystack for word in _RATE_WORDS):
+        return RateLimited(message)
+    if any(word in haystack for word in _TIMEOUT_WORDS):
+        return ProviderTimeout(message)
+    if isinstance(exc, ConnectionError) or any(word in haystack for word in _UNAVAILABLE_WORDS):
+        return ProviderUnavailable(message)
+    return ProviderError(message, retryable=False)

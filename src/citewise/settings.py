@@ -29,7 +29,9 @@ from pydantic_settings import (
 from citewise.types import OWNER_RE, PUBLIC_OWNER, AnswerStyle, RetrievalMode
 
 DEFAULT_EMBEDDINGS = "local:all-MiniLM-L6-v2"
-DEFAULT_LLM = "extractive"
+# settings.llm's name for quote mode: answers of verbatim sentences, no language model.
+QUOTE_ANSWERER = "extractive"
+DEFAULT_LLM = QUOTE_ANSWERER
 DEFAULT_GREETINGS = ("hi", "hello", "hey", "salam", "assalam o alaikum", "assalamu alaikum", "good morning")
 
 DEFAULT_GLOBS = ("**/*.md", "**/*.mdx", "**/*.markdown", "**/*.html", "**/*.htm", "**/*.pdf", "**/*.rst", "**/*.txt")
@@ -527,7 +529,7 @@ class Settings(BaseSettings):
     @classmethod
     def _answerer(cls, v: str) -> str:
         v = v.strip()
-        if v not in ("extractive", "local") and (":" not in v or not all(p.strip() for p in v.split(":", 1))):
+        if v not in (QUOTE_ANSWERER, "local") and (":" not in v or not all(p.strip() for p in v.split(":", 1))):
             raise ValueError('expected "extractive", "local" or "provider:model", e.g. "openai:gpt-4o-mini"')
         return v
 

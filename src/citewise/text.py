@@ -154,6 +154,9 @@ def identifier_tokens(text: str) -> list[str]:
 # ---------------------------------------------------------------------------------------------------------------
 
 FENCE_RE = re.compile(r"^\s*(```|~~~)")
+# A fenced code block, closed or running to the end of the text (an answer cut short); group "body" is its code.
+FENCED_BLOCK = r"^[ \t]*(?P<fence>```|~~~)[^\n]*\n(?P<body>.*?)(?:^[ \t]*(?P=fence)[ \t]*$|\Z)"
+FENCED_BLOCK_RE = re.compile(FENCED_BLOCK, re.S | re.M)
 _SKIP_LINE_RE = re.compile(
     r"^\s*(?:#{1,6}\s|\||[=\-~^*_]{3,}\s*$|<[^>]*>\s*$|</|\{/\*|import\s|export\s|\.\.\s+\w+::|:\w+:)"
 )
@@ -163,7 +166,15 @@ _ABBREVIATIONS = ("e.g.", "i.e.", "etc.", "vs.", "approx.", "dr.", "mr.", "mrs."
 # Whole words only: "films." and "first." end a sentence although they end with "ms." and "st.".
 _ABBREVIATION_RE = re.compile(r"(?:^|[^a-z])(?:" + "|".join(map(re.escape, _ABBREVIATIONS)) + r")$", re.I)
 _EDGE_TAG_RE = re.compile(r"^(?:\s*<[^<>]*>)+|(?:<[^<>]*>\s*)+$")
-SENTENCE_END_RE = re.compile(r"(?<=[.!?])\s+(?=\S)")
+SENTENCE_END_RE = re.compile(r"(?<=[.!?])\s+(?=\S)")  # a question's sentences: anything may follow
+# Inside one claim of an answer, only what can start a sentence counts (a capital, digit, quote, bracket, code):
+# "see cfg.ini. then restart" stays one claim.
+CLAIM_SENTENCE_END_RE = re.compile(r"(?<=[.!?])\s+(?=[\"'“(\[A-Z0-9`])")
+
+
+def claim_sentences(claim: str) -> list[str]:
+    """The sentences of one claim of an answer (the prose before its `[n]`)."""
+    return CLAIM_SENTENCE_END_RE.split(claim)
 
 
 def paragraphs(text: str) -> list[tuple[int, int]]:
@@ -234,6 +245,8 @@ def code_blocks(text: str) -> list[tuple[int, int]]:
     return spans
 
 
-def jaccard(a: Iterable[str], b: Iterable[str]) -> float:
+def jaccard(a: Iterable[str], b: Iterable[str], *, empty: float = 1.0) -> float:
+    """|a ∩ b| / |a ∪ b|; `empty` for two empty sets (alike for quote mode's sentences, unrelated for the gap
+    report's questions)."""
     a, b = set(a), set(b)
-    return len(a & b) / len(a | b) if a | b else 1.0
+    return len(a & b) / len(a | b) if a | b else empty

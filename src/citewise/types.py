@@ -6,6 +6,10 @@ them back as `ScoredChunk`s inside a `SearchResult`. `DocumentRecord` is one row
 
 Every id is deterministic: `doc_id` is a uuid5 of the document's source, `chunk_id` a uuid5 of doc_id + index, so
 re-ingesting the same tree yields the same ids and a citation key never silently changes meaning.
+
+Asking: a `RunRequest` (question, `Owner`, selection, history, session, `AnswerMode`, style, `Limits`) is built and
+validated once where a question comes in, and passed whole; the run records its steps as `TraceEvent`s of a fixed
+`TraceKind` and ends with an `Answer`.
 """
 
 from __future__ import annotations
@@ -13,9 +17,11 @@ from __future__ import annotations
 import re
 import uuid
 from enum import StrEnum
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
+
+from citewise.errors import ValidationError
 
 # A fixed namespace keeps ids stable across machines and releases; never change it.
 CITEWISE_NAMESPACE = uuid.UUID("6f1c2b1e-5d0a-4c1e-9a57-0c17e5e0a7d1")
@@ -23,6 +29,69 @@ CITEWISE_NAMESPACE = uuid.UUID("6f1c2b1e-5d0a-4c1e-9a57-0c17e5e0a7d1")
 PUBLIC_OWNER = "public"
 # Owner ids: what an API key maps to, an ingest's --owner, a folder name under uploads/ (hence no dots-only id).
 OWNER_RE = re.compile(r"^[A-Za-z0-9_.@-]{1,128}$")
+
+
+# What one request may hand over as "the text I selected": searched in memory, never stored.
+MAX_SELECTED_TEXT_CHARS = 10_000
+
+
+class Owner(BaseModel):
+    """Whose documents a caller may see. This is the one visibility rule: an owner sees its own documents and the
+    public ones; no owner (`Owner()`, the public caller) sees public documents only. The store's filter builder
+    applies it (`citewise.index.store.build_where`), so a search or a lookup never returns what the caller may not
+    see; the server's document routes ask `sees()` of the registry's rows."""
+
+    model_config = ConfigDict(frozen=True)
+
+    id: str = PUBLIC_OWNER
+
+    @classmethod
+    def of(cls, value: Owner | str | None) -> Owner:
+        """An owner from what a caller passed: an `Owner`, an owner id (validated), or None for the public."""
+        if isinstance(value, Owner):
+            return value
+        if value is None:
+            return PUBLIC
+        if not isinstance(value, str) or not OWNER_RE.match(value):
+            raise ValidationError(f"Invalid owner id {value!r}: use 1-128 letters, digits or the characters _ . @ -")
+        return PUBLIC if value == PUBLIC_OWNER else cls(id=value)
+
+    @property
+    def is_public(self) -> bool:
+        return self.id == PUBLIC_OWNER
+
+    @property
+    def visible(self) -> tuple[str, ...]:
+        """The owners whose documents this caller sees, public first."""
+        return (PUBLIC_OWNER,) if self.is_public else (PUBLIC_OWNER, self.id)
+
+    def sees(self, owner: str) -> bool:
+        return owner in self.visible
+
+    def __str__(self) -> str:
+        return self.id
+
+
+PUBLIC = Owner()
+
+
+def check_text(name: str, text: object) -> None:
+    """Text must be valid Unicode: a lone surrogate (JSON's "\\ud800") can't be encoded, embedded or logged."""
+    if isinstance(text, str):
+        try:
+            text.encode("utf-8")
+        except UnicodeEncodeError as exc:
+            raise ValidationError(f"{name} is not valid text: a lone surrogate at position {exc.start}.") from None
+
+
+def check_selected_text(text: object) -> str:
+    """The one check of a selected text, wherever it comes in (a question's selection, `citewise search`)."""
+    check_text("selected_text", text)
+    if not isinstance(text, str) or not text.strip():
+        raise ValidationError("selected_text cannot be empty.")
+    if len(text) > MAX_SELECTED_TEXT_CHARS:
+        raise ValidationError(f"selected_text is {len(text)} characters; the limit is {MAX_SELECTED_TEXT_CHARS}.")
+    return text
 
 
 def make_doc_id(source: str) -> str:
@@ -175,6 +244,25 @@ class AnswerStyle(StrEnum):
     STRUCTURED = "structured"  # "## Topic", "### Key Points", "### Why It Matters"
 
 
+class AnswerMode(StrEnum):
+    """Who answers: quote mode (verbatim sentences of the docs, no model) or the agent (a language model with the
+    docs' tools). "extractive" is quote mode's older name and is still accepted."""
+
+    QUOTE = "quote"
+    AGENT = "agent"
+
+    @classmethod
+    def parse(cls, value: AnswerMode | str | None) -> AnswerMode | None:
+        if value is None or isinstance(value, AnswerMode):
+            return value
+        if value == "extractive":
+            return cls.QUOTE
+        try:
+            return cls(value)
+        except ValueError:
+            raise ValidationError(f"Unknown mode {value!r}; use quote or agent") from None
+
+
 REFUSAL_TEXT = "I don't have enough information in the current documentation to answer that."
 
 
@@ -211,13 +299,58 @@ class SectionRef(BaseModel):
         return cls(**chunk.model_dump(include=set(cls.model_fields)))
 
 
-class TraceEvent(BaseModel):
-    """One step of a run: plan, constraints, tool_call, tool_result, validation, reprompt, retrieval_failure,
-    fallback, guard, exit. Carries no timing, so the trace of a deterministic run is identical run to run."""
+class TraceKind(StrEnum):
+    """Every kind of step a run records (docs/answers.md says what each one carries)."""
 
-    type: str
+    GUARD = "guard"  # empty input, a greeting, or a question
+    CONSTRAINTS = "constraints"  # what the question demands (counts, steps, sections, searches)
+    PLAN = "plan"  # the 2-5 step plan (the model's, or the default)
+    TOOL_CALL = "tool_call"  # a search or an open, before it runs
+    TOOL_RESULT = "tool_result"  # what it returned (citation numbers, chunk ids)
+    TOOL_REPEAT = "tool_repeat"  # the same call again: answered from the log, not run
+    TOOL_BUDGET = "tool_budget"  # a call past the lookup budget, refused
+    INVALID_TOOL_CALL = "invalid_tool_call"  # an unknown tool, bad arguments, or an unreadable JSON action
+    RETRIEVAL_FAILURE = "retrieval_failure"  # a search that failed or found nothing: kind, action, attempts
+    SPELLING = "spelling"  # misspelled words a search corrected
+    CONTEXT = "context"  # the conversation outgrew agent.max_context_chars
+    FALLBACK = "fallback"  # a fallback model answered instead of the primary
+    LLM_ERROR = "llm_error"  # every model failed for good
+    GENERATION_FAILURE = "generation_failure"  # an empty reply: asked again, or given up
+    REPROMPT = "reprompt"  # the model was sent back (validation errors, an unparseable action)
+    DRAFT = "draft"  # the model wrote an answer
+    COMPOSE = "compose"  # quote mode composed (or refused) an answer of verbatim sentences
+    VALIDATION = "validation"  # the gate's verdict on a draft
+    FORCED_SYNTHESIS = "forced_synthesis"  # the answer was composed from what was gathered, not written by the model
+    UNCITED_ANSWER = "uncited_answer"  # a draft that cites nothing, replaced by the refusal
+    GROUNDED = "grounded"  # the citations the answer kept
+    EXIT = "exit"  # the exit reason and status; always the last step
+
+
+class TraceEvent(BaseModel):
+    """One step of a run. Carries no timing, so the trace of a deterministic run is identical run to run."""
+
+    type: TraceKind
     node: str = ""
     data: dict[str, Any] = Field(default_factory=dict)
+
+
+def trace_event(kind: TraceKind, node: str, /, **data: Any) -> dict[str, Any]:
+    """The one way a step is recorded: as the run's state keeps it (plain JSON, what a checkpoint stores)."""
+    return TraceEvent(type=kind, node=node, data=data).model_dump(mode="json")
+
+
+class RetrievalFailure(StrEnum):
+    """Why a search did not return passages (the `kind` of a retrieval_failure step)."""
+
+    CONNECTION_ERROR = "connection_error"  # the index could not be opened or read
+    SERVICE_UNAVAILABLE = "service_unavailable"  # the embedding provider failed
+    INVALID_QUERY = "invalid_query"  # the search itself was malformed (the model is told why)
+    EMPTY_RESULTS = "empty_results"  # nothing passed the minimum score
+
+    @property
+    def is_outage(self) -> bool:
+        """The index or its embedding model is unreachable: no answer can be given, and a retry may help."""
+        return self in (RetrievalFailure.CONNECTION_ERROR, RetrievalFailure.SERVICE_UNAVAILABLE)
 
 
 class ConflictValue(BaseModel):
@@ -258,9 +391,127 @@ class Answer(BaseModel):
     refusal_detail: str | None = None  # why, in plain words (quote mode)
     closest_sections: list[SectionRef] = Field(default_factory=list)  # on a refusal: where to read instead (≤ 3)
     empty_retrieval: bool = False
+    retrieval_failure: RetrievalFailure | None = None  # set when the index could not be searched (status error)
     conflicting_info: list[ConflictInfo] = Field(default_factory=list)
     determinism: Determinism | None = None
     trace: list[TraceEvent] = Field(default_factory=list)
     session_id: str | None = None
     cached: bool = False
     timing_ms: float = 0.0  # wall time; the only field that differs between two identical runs
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Asking: one request, validated once where it comes in
+# ---------------------------------------------------------------------------------------------------------------
+
+
+class Limits(BaseModel):
+    """The bounds of one run (from `settings.agent` and `settings.generation`; `citewise.agent.limits.run_limits`)."""
+
+    model_config = ConfigDict(frozen=True)
+
+    max_turns: int
+    max_tool_calls: int
+    max_context_chars: int
+    max_reprompts: int
+    max_question_chars: int
+    tool_retries: int
+
+
+class HistoryTurn(BaseModel):
+    """One earlier turn of a conversation a client keeps itself."""
+
+    model_config = ConfigDict(frozen=True)
+
+    role: Literal["user", "assistant"]
+    content: str
+
+
+SESSION_ID_RE = OWNER_RE  # what a session id may be: the same alphabet as an owner id
+
+
+class RunRequest(BaseModel):
+    """One question and everything that decides how it is answered. Built by `RunRequest.checked` where a question
+    comes in (the library's `Citewise.request`, which the HTTP routes and the CLI call), then passed whole: the
+    graph's state holds it, the tools read the owner and the selection from it."""
+
+    model_config = ConfigDict(frozen=True)
+
+    question: str
+    owner: Owner = PUBLIC
+    selected_text: str | None = None
+    history: tuple[HistoryTurn, ...] = ()
+    session_id: str | None = None
+    mode: AnswerMode = AnswerMode.QUOTE
+    style: AnswerStyle = AnswerStyle.DEFAULT
+    trace: bool = True  # copy the trace into the Answer
+    limits: Limits
+
+    @classmethod
+    def checked(
+        cls,
+        question: object,
+        *,
+        limits: Limits,
+        default_mode: AnswerMode,
+        default_style: AnswerStyle,
+        mode: AnswerMode | str | None = None,
+        style: AnswerStyle | str | None = None,
+        owner: Owner | str | None = None,
+        selected_text: object = None,
+        history: object = None,
+        session_id: object = None,
+        trace: bool = True,
+    ) -> RunRequest:
+        """The request, or a ValidationError that says what is wrong (the one place a request is checked). A mode
+        or style not given is the default one (which the caller decides: settings, an injected model)."""
+        if not isinstance(question, str):
+            raise ValidationError("The question must be a string.")
+        if len(question) > limits.max_question_chars:
+            raise ValidationError(
+                f"The question is {len(question)} characters long; the limit is {limits.max_question_chars}."
+            )
+        check_text("The question", question)
+        owner = Owner.of(owner)
+        if selected_text is not None:
+            selected_text = check_selected_text(selected_text)
+        try:
+            style = AnswerStyle(style or default_style)
+        except ValueError:
+            raise ValidationError(f"Unknown style {style!r}; use default or structured") from None
+        if session_id is not None and (not isinstance(session_id, str) or not SESSION_ID_RE.match(session_id)):
+            raise ValidationError("session_id must be 1-128 letters, digits or the characters _ . @ -")
+        turns = _history(history)
+        return cls(
+            question=question,
+            owner=owner,
+            selected_text=selected_text,
+            history=turns,
+            session_id=session_id,
+            mode=AnswerMode.parse(mode) or default_mode,
+            style=style,
+            trace=bool(trace),
+            limits=limits,
+        )
+
+
+def _history(history: object) -> tuple[HistoryTurn, ...]:
+    if not history:
+        return ()
+    if not isinstance(history, list | tuple):
+        raise ValidationError("history must be a list of {'role': 'user'|'assistant', 'content': str}")
+    turns = []
+    for i, turn in enumerate(history):
+        if isinstance(turn, HistoryTurn):
+            turns.append(turn)
+            continue
+        if isinstance(turn, BaseModel):
+            turn = turn.model_dump()
+        if not isinstance(turn, dict) or turn.get("role") not in ("user", "assistant"):
+            raise ValidationError(f"history[{i}] must be {{'role': 'user'|'assistant', 'content': str}}")
+        content = turn.get("content")
+        if not isinstance(content, str):
+            raise ValidationError(f"history[{i}].content must be a string")
+        check_text(f"history[{i}].content", content)
+        turns.append(HistoryTurn(role=turn["role"], content=content))
+    return tuple(turns)

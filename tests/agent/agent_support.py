@@ -7,7 +7,6 @@ from pathlib import Path
 from langchain_core.messages import AIMessage
 
 from citewise.llm.testing import ScriptedChatModel
-from citewise.settings import Settings
 from citewise.types import Answer
 
 FIXTURES = Path(__file__).parents[1] / "fixtures"
@@ -15,21 +14,6 @@ PLAN = '["Search the docs for the question", "Open the best passage", "Answer wi
 ALICE = "alice"
 WORKER_QUESTION = "How do I pin the worker pool to a fixed number of threads?"
 WORKER_ANSWER = "Set `worker_threads = 12` to pin the worker pool to twelve threads [1]."
-
-
-def agent_settings(home: Path, **overrides) -> Settings:
-    """Settings on the shared index; no retry waits, no reply cache, no question log unless a test asks."""
-    base: dict = {
-        "home": home,
-        "generation": {"llm_retry_wait_s": 0.0, "cache": False, "llm_retries": 2},
-        "server": {"log_questions": False},
-    }
-    for key, value in overrides.items():
-        if isinstance(value, dict) and isinstance(base.get(key), dict):
-            base[key] = {**base[key], **value}
-        else:
-            base[key] = value
-    return Settings(**base)
 
 
 def scripted(*replies, plan: str | None = PLAN, **kwargs) -> ScriptedChatModel:

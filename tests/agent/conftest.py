@@ -8,7 +8,8 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from agent_support import ALICE, FIXTURES, agent_settings
+from agent_support import ALICE, FIXTURES
+from tests.support.settings import make_settings
 
 from citewise.agent.runner import Citewise
 from citewise.index.knowledge_base import KnowledgeBase
@@ -30,7 +31,7 @@ def make_agent(agent_home, embedder) -> Callable[..., Citewise]:
     """Citewise on the shared index: make_agent(chat_model, fallbacks=..., checkpointer=..., **settings overrides)."""
 
     def make(chat_model=None, *, fallbacks=None, checkpointer=None, home: Path | None = None, **overrides) -> Citewise:
-        settings = agent_settings(home or agent_home, **overrides)
+        settings = make_settings(home or agent_home, **overrides)
         kb = KnowledgeBase(settings, embedder=embedder)
         return Citewise(settings, kb=kb, chat_model=chat_model, fallbacks=fallbacks, checkpointer=checkpointer)
 

@@ -84,6 +84,7 @@ def test_unreachable_index_is_a_typed_failure_after_retries(make_agent, tmp_path
     assert answer.status == Status.ERROR and answer.retryable
     assert answer.exit_reason == ExitReason.COMPLETED
     assert answer.refusal_reason == "retrieval_failed:connection_error"
+    assert answer.retrieval_failure == "connection_error" and answer.retrieval_failure.is_outage  # no trace scan
     failure = next(e.data for e in answer.trace if e.type == "retrieval_failure")
     assert failure == {**failure, "kind": "connection_error", "action": "refuse", "attempts": 3}
     assert "try again" in answer.answer and answer.citations == []

@@ -217,3 +217,23 @@ def test_max_tool_calls_reached_answers_with_what_was_found(make_agent, after_bu
     assert answer.status == Status.REFUSED or (answer.citations and cited_ids_are_sources(answer))
     assert "worker_threads" in answer.answer  # verbatim from the passages the lookups found
     assert any(e.type == "forced_synthesis" for e in answer.trace)
+
+
+def test_retry_after_comes_from_the_provider_or_the_table():
+    from citewise.agent.limits import exit_reason_for, retry_after
+    from citewise.errors import ProviderUnavailable, RateLimited, RetrievalError
+
+    assert retry_after(RateLimited()) == str(EXIT_REASONS[ExitReason.RATE_LIMITED].retry_after_s) == "30"
+    assert retry_after(RateLimited(retry_after_s=7.4)) == "7"
+    assert exit_reason_for(RateLimited()) is ExitReason.RATE_LIMITED
+    assert exit_reason_for(ProviderUnavailable()) is exit_reason_for(RetrievalError("x")) is ExitReason.LLM_ERROR
+
+
+def test_every_trace_step_is_documented():
+    from pathlib import Path
+
+    from citewise.types import TraceKind
+
+    docs = (Path(__file__).parents[2] / "docs" / "answers.md").read_text()
+    for kind in TraceKind:
+        assert f"| `{kind}` |" in docs, f"trace step {kind} is missing from docs/answers.md"

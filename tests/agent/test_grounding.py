@@ -2,15 +2,9 @@
 
 from __future__ import annotations
 
-from citewise.agent.grounding import (
-    NEWEST_RULE,
-    cited_numbers,
-    determinism,
-    find_conflicts,
-    find_span,
-    ground,
-    strip_rag_metadata,
-)
+from citewise.agent.answer import determinism
+from citewise.agent.conflicts import NEWEST_RULE, find_conflicts
+from citewise.agent.grounding import cited_numbers, find_span, ground, strip_rag_metadata
 from citewise.types import Citation, ExitReason, ScoredChunk, make_chunk_id, make_doc_id
 
 

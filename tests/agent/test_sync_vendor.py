@@ -10,7 +10,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-from agent_support import WORKER_QUESTION, agent_settings
+from agent_support import WORKER_QUESTION
+from tests.support.settings import make_settings
 
 from citewise.agent.runner import Citewise
 from citewise.index.knowledge_base import KnowledgeBase
@@ -18,7 +19,7 @@ from citewise.types import ExitReason, Status
 
 
 def openai_settings(home: Path, fake, **overrides):
-    return agent_settings(home, llm="openai:gpt-fake", llm_base_url=fake.url, llm_api_key="sk-fake", **overrides)
+    return make_settings(home, llm="openai:gpt-fake", llm_base_url=fake.url, llm_api_key="sk-fake", **overrides)
 
 
 def assert_answered(answer) -> None:

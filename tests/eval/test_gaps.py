@@ -9,8 +9,9 @@ from pathlib import Path
 from typer.testing import CliRunner
 
 from citewise.cli import app
-from citewise.eval.gaps import content_tokens, gap_report, group_gaps, jaccard, read_log
+from citewise.eval.gaps import content_tokens, gap_report, group_gaps, read_log
 from citewise.settings import Settings
+from citewise.text import jaccard
 
 LOG = Path(__file__).parent.parent / "fixtures" / "eval" / "questions_log.jsonl"
 
@@ -20,7 +21,7 @@ def test_tokens_and_jaccard():
     assert rotate == {"rotat", "api", "key"}  # stopwords gone, "keys" ~ "key", "rotate" ~ "rotated"
     rotated = content_tokens("Can API keys be rotated automatically?")
     assert jaccard(rotate, rotated) == 3 / 4  # {api, key, rotat} of {api, key, rotat, automatically}
-    assert jaccard(frozenset(), frozenset()) == 0.0
+    assert jaccard(frozenset(), frozenset(), empty=0.0) == 0.0  # questions of stop words only are alike in nothing
 
 
 def test_log_reading_skips_broken_lines():

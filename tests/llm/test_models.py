@@ -20,9 +20,10 @@ from citewise.errors import (
     ProviderTimeout,
     ProviderUnavailable,
     RateLimited,
+    classify_provider_error,
 )
 from citewise.llm.cache import SQLiteLLMCache
-from citewise.llm.models import LLMClient, _vendor_kwargs, classify_error, create_chat_model
+from citewise.llm.models import LLMClient, _vendor_kwargs, create_chat_model
 from citewise.llm.testing import ScriptedChatModel
 from citewise.settings import Settings
 
@@ -136,8 +137,8 @@ class APIConnectionError(Exception):  # the name openai/anthropic use
         (RateLimited("already ours"), RateLimited, True),
     ],
 )
-def test_classify_error(exc, expected, retryable):
-    error = classify_error(exc)
+def test_classify_provider_error(exc, expected, retryable):
+    error = classify_provider_error(exc)
     assert type(error) is expected
     assert error.retryable is retryable
     assert str(error)

@@ -15,6 +15,7 @@ from fastapi import FastAPI
 from fastapi.testclient import TestClient
 from tests.agent.agent_support import ALICE
 from tests.conftest import CORPUS
+from tests.support.settings import make_settings
 
 from citewise.index.knowledge_base import KnowledgeBase
 from citewise.ingest.pipeline import Ingestor
@@ -121,18 +122,6 @@ VAULT_SECRET = "kestrel-vault-7"
 PLAN = '["Search the docs for the question", "Answer with citations"]'
 
 
-def server_test_settings(home: Path, **overrides) -> Settings:
-    """No retry waits, no reply cache, no question log, no rate limit, unless a test asks."""
-    base: dict = {
-        "home": home,
-        "generation": {"llm_retry_wait_s": 0.0, "cache": False},
-        "server": {"log_questions": False, "rate_limit_per_minute": 0, "write_wait_s": 300},
-    }
-    for key, value in overrides.items():
-        base[key] = {**base[key], **value} if isinstance(value, dict) and isinstance(base.get(key), dict) else value
-    return Settings(**base)
-
-
 @pytest.fixture(scope="module")
 def served_home(tmp_path_factory, embedder) -> Path:
     """The fixture corpus (public) plus Alice's private notes, indexed once per module and only read."""
@@ -149,7 +138,7 @@ def agent_app(served_home, embedder) -> Callable[..., FastAPI]:
     from citewise.agent.runner import Citewise
 
     def make(chat_model=None, *, home: Path | None = None, **overrides) -> FastAPI:
-        settings = server_test_settings(home or served_home, **overrides)
+        settings = make_settings(home or served_home, **overrides)
         kb = KnowledgeBase(settings, embedder=embedder)
         return create_app(settings, citewise=Citewise(settings, kb=kb, chat_model=chat_model))
 

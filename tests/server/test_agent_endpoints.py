@@ -139,11 +139,12 @@ def test_owner_isolation_across_run_chat_and_stream(agent_app, started):
 
 def test_open_citation_tool_cannot_open_another_owners_chunk(agent_app, started, served_home, make_kb):
     from langchain_core.messages import AIMessage
-    from tests.server.conftest import PLAN, server_test_settings
+    from tests.server.conftest import PLAN
+    from tests.support.settings import make_settings
 
     from citewise.llm.testing import ScriptedChatModel
 
-    kb = make_kb(server_test_settings(served_home))
+    kb = make_kb(make_settings(served_home))
     alice_chunk = next(c for c in kb.store.chunks() if c.owner == ALICE)
     open_it = AIMessage(
         content="",

@@ -152,9 +152,9 @@ def test_lone_surrogates_are_a_validation_error_for_library_callers(make_kb, set
     cw = Citewise(settings, kb=make_kb(settings))
     for options in ({"question": "a\ud800b"}, {"question": "ok", "selected_text": "\udc00"}):
         with pytest.raises(CitewiseValidationError, match="lone surrogate"):
-            cw.prepare(**options)
+            cw.request(**options)
     with pytest.raises(CitewiseValidationError, match="lone surrogate"):
-        cw.prepare("ok", history=[{"role": "user", "content": "\ud800"}])
+        cw.request("ok", history=[{"role": "user", "content": "\ud800"}])
 
 
 def test_wrong_methods_get_405_with_the_methods_the_route_takes(agent_app, started):

@@ -11,9 +11,10 @@ from collections.abc import Iterator
 import httpx
 import pytest
 from tests.conftest import CORPUS
-from tests.server.conftest import KEYS, auth, server_test_settings
+from tests.server.conftest import KEYS, auth
 from tests.sources import site_fixture as sf
 from tests.support.docs_site import DocsSite
+from tests.support.settings import make_settings
 
 from citewise.ingest.pipeline import Ingestor
 from citewise.server import create_app
@@ -50,9 +51,7 @@ def _synced_ok(metrics: str, source: str) -> int:
 
 
 def test_scheduled_syncs_run_while_queries_are_answered(site, tmp_path, make_kb, live_server):
-    settings = server_test_settings(
-        tmp_path / "home", sources={"acme": _spec(site, every="1s")}, sync={"max_page_mb": 0.1}
-    )
+    settings = make_settings(tmp_path / "home", sources={"acme": _spec(site, every="1s")}, sync={"max_page_mb": 0.1})
     kb = make_kb(settings)
     Ingestor(kb).ingest_paths([CORPUS])  # something to answer from before the first sync lands
     server = live_server(create_app(settings, kb=kb))
@@ -98,7 +97,7 @@ def test_scheduled_syncs_run_while_queries_are_answered(site, tmp_path, make_kb,
 
 def test_sources_are_listed_per_owner_and_a_failed_sync_is_reported(site, tmp_path, make_kb, make_client):
     site.page("/blog/", sf.BLOG)
-    settings = server_test_settings(
+    settings = make_settings(
         tmp_path / "home",
         api_keys=KEYS,
         sources={

@@ -1,4 +1,5 @@
-"""The agent as an explicit LangGraph `StateGraph`, built by hand so its shape is visible and snapshot-tested.
+"""The agent as an explicit LangGraph `StateGraph`, built from the flow table (flow.py) so its shape is visible and
+snapshot-tested.
 
     guard → analyze → retrieve → llm ⇄ tools → validate → ground → END
 
@@ -13,27 +14,27 @@ from typing import Any
 from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.graph import END, START, StateGraph
 
-from citewise.agent import nodes as n
+from citewise.agent import flow
+from citewise.agent.nodes import AgentNodes
 from citewise.agent.state import AgentState
 
-GRAPH_NAME = "citewise"
+assert flow.END == END
 
 
-def build_graph(agent: n.AgentNodes, *, checkpointer: BaseCheckpointSaver | None = None) -> Any:
+def build_graph(agent: AgentNodes, *, checkpointer: BaseCheckpointSaver | None = None) -> Any:
     graph = StateGraph(AgentState)
-    for name in ("guard", "analyze", "retrieve", "llm", "tools", "validate", "ground"):
-        graph.add_node(name, agent.traced(name, getattr(agent, name)))
-    graph.add_edge(START, "guard")
-    graph.add_conditional_edges("guard", n.after_guard, {"analyze": "analyze", END: END})
-    graph.add_conditional_edges("analyze", n.after_analyze, {"retrieve": "retrieve", END: END})
-    graph.add_conditional_edges("retrieve", n.after_retrieve, {"llm": "llm", END: END})
-    graph.add_conditional_edges("llm", n.after_llm, {"tools": "tools", "validate": "validate", "llm": "llm", END: END})
-    graph.add_conditional_edges("tools", n.after_tools, {"llm": "llm", END: END})
-    graph.add_conditional_edges("validate", n.after_validate, {"ground": "ground", "llm": "llm", END: END})
-    graph.add_edge("ground", END)
-    return graph.compile(checkpointer=checkpointer, name=GRAPH_NAME)
+    for name in flow.NODES:
+        graph.add_node(name, agent.traced(name, agent.node(name)))
+    graph.add_edge(START, flow.FIRST)
+    for name, route in flow.ROUTES.items():
+        if route is None:
+            graph.add_edge(name, END)
+        else:
+            router, targets = route
+            graph.add_conditional_edges(name, router, {t: t for t in targets})
+    return graph.compile(checkpointer=checkpointer, name=flow.GRAPH_NAME)
 
 
-def mermaid(agent: n.AgentNodes) -> str:
+def mermaid(agent: AgentNodes) -> str:
     """The graph's Mermaid drawing (what the snapshot test compares)."""
     return build_graph(agent).get_graph().draw_mermaid()

@@ -55,10 +55,6 @@ DEFAULT_PLAN = (
     "Answer only from those passages, citing each claim with [n], or refuse if they don't hold the answer.",
 )
 
-RETRIEVAL_FAILED = (
-    "I couldn't search the documentation just now ({kind}), so I can't answer from it. Please try again shortly."
-)
-
 
 def style_text(style: AnswerStyle | str) -> str:
     return STYLE_STRUCTURED if AnswerStyle(style) == AnswerStyle.STRUCTURED else STYLE_DEFAULT

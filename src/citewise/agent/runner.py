@@ -4,9 +4,11 @@
     answer = cw.ask("How do I pin the worker pool?")
     answer.answer, answer.citations, answer.exit_reason
 
-One compiled graph per instance, shared by every call (it holds no per-run data; the state does). Requests are
-validated before the graph starts, so a bad owner or an over-long question raises `ValidationError` instead of
-producing an Answer.
+A question becomes a `RunRequest` once, in `request()` (a bad owner or an over-long question raises
+`ValidationError` there, before anything runs), and the run gets the request whole. A run goes through the
+LangGraph graph (one compiled graph per checkpointer, shared by every call: it holds no per-run data) when its
+events are streamed or a checkpointer keeps the session; otherwise the same nodes and routing functions run
+in-process (`flow.run_inline`), so quote mode's `ask` never loads the graph machinery.
 """
 
 from __future__ import annotations
@@ -16,28 +18,28 @@ import threading
 import time
 import uuid
 from collections.abc import AsyncIterator, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import AIMessage, AnyMessage, HumanMessage
-from langgraph.checkpoint.base import BaseCheckpointSaver
 
-from citewise.agent.graph import GRAPH_NAME, build_graph
-from citewise.agent.limits import Limits
-from citewise.agent.nodes import QUOTE_MODE, AgentNodes
-from citewise.agent.state import with_session_types
+from citewise.agent.answerer import QUOTE_ANSWERER
+from citewise.agent.flow import GRAPH_NAME, NODES, run_inline
+from citewise.agent.limits import run_limits
+from citewise.agent.nodes import PLAN_TAG, AgentNodes
+from citewise.agent.question_log import log_question
+from citewise.agent.state import fresh_run
 from citewise.agent.sync import run_sync
-from citewise.errors import ConfigError, ValidationError
+from citewise.errors import ConfigError
 from citewise.index.knowledge_base import KnowledgeBase
-from citewise.index.retriever import MAX_SELECTED_TEXT_CHARS, Retriever
-from citewise.index.store import OWNER_RE, validate_owner
+from citewise.index.retriever import Retriever
 from citewise.settings import Settings
-from citewise.types import Answer, AnswerStyle
+from citewise.types import Answer, AnswerMode, AnswerStyle, HistoryTurn, Owner, RunRequest
+
+if TYPE_CHECKING:
+    from langchain_core.language_models import BaseChatModel
+    from langgraph.checkpoint.base import BaseCheckpointSaver
 
 log = logging.getLogger(__name__)
-
-MODES = ("quote", "extractive", "agent")
-PLAN_TAG = "citewise:plan"
 
 
 class Citewise:
@@ -60,7 +62,7 @@ class Citewise:
         self._fallbacks = fallbacks
         self._client: Any = None
         self._client_lock = threading.Lock()
-        self.limits = Limits.from_settings(self.settings)
+        self.limits = run_limits(self.settings)
         self.nodes = AgentNodes(
             self.settings, retriever=self.retriever, llm_client=self.llm_client, index_version=lambda: self.kb.version
         )
@@ -70,6 +72,9 @@ class Citewise:
     def graph(self) -> Any:
         """The compiled graph for the current `checkpointer` (a plain attribute the server may set after building
         this instance: each run reads it when it starts)."""
+        from citewise.agent.graph import build_graph
+        from citewise.agent.state import with_session_types
+
         saver = self.checkpointer
         cached = self._graphs.get(id(saver))
         if cached is None or cached[0] is not saver:
@@ -84,7 +89,7 @@ class Citewise:
             if self._client is None:
                 from citewise.llm.models import LLMClient
 
-                if self._chat_model is None and self.settings.llm == QUOTE_MODE:
+                if self._chat_model is None and self.settings.llm == QUOTE_ANSWERER:
                     raise ConfigError(
                         'Agent mode needs a language model: set CITEWISE_LLM to "local" or "provider:model" '
                         '(e.g. "openai:gpt-4o-mini"), or use quote mode.'
@@ -92,119 +97,80 @@ class Citewise:
                 self._client = LLMClient(self.settings, chat_model=self._chat_model, fallbacks=self._fallbacks)
             return self._client
 
-    def resolve_mode(self, mode: str | None) -> str:
-        """The answerer a request runs with: "extractive" (quote mode) or the model's spec."""
-        if mode is not None and mode not in MODES:
-            raise ValidationError(f"Unknown mode {mode!r}; use quote or agent")
-        if mode in ("quote", "extractive"):
-            return QUOTE_MODE
-        if mode is None and self._chat_model is None and self.settings.llm == QUOTE_MODE:
-            return QUOTE_MODE
-        return self.llm_client().name
+    @property
+    def default_mode(self) -> AnswerMode:
+        """Who answers when a request doesn't say: the injected chat model, else `settings.llm`."""
+        if self._chat_model is None and self.settings.llm == QUOTE_ANSWERER:
+            return AnswerMode.QUOTE
+        return AnswerMode.AGENT
+
+    def answerer(self, request: RunRequest) -> str:
+        """The answerer's name for `request`: quote mode's, or the model client's spec (built here, so agent mode
+        without a configured model is a ConfigError before the run starts)."""
+        return QUOTE_ANSWERER if request.mode == AnswerMode.QUOTE else self.llm_client().name
 
     # -- requests ----------------------------------------------------------------------------------------------------
-    def prepare(
-        self,
-        question: str,
-        *,
-        owner: str | None = None,
-        selected_text: str | None = None,
-        history: Sequence[dict[str, str]] | None = None,
-        style: AnswerStyle | str | None = None,
-        mode: str | None = None,
-        session_id: str | None = None,
-        trace: bool = True,
-    ) -> tuple[dict[str, Any], dict[str, Any]]:
-        """(graph input, run config) for a request, or ValidationError."""
-        if not isinstance(question, str):
-            raise ValidationError("The question must be a string.")
-        if len(question) > self.limits.max_question_chars:
-            raise ValidationError(
-                f"The question is {len(question)} characters long; the limit is {self.limits.max_question_chars}."
-            )
-        _check_text("The question", question)
-        validate_owner(owner)
-        if selected_text is not None:
-            _check_text("selected_text", selected_text)
-            if not isinstance(selected_text, str) or not selected_text.strip():
-                raise ValidationError("selected_text cannot be empty.")
-            if len(selected_text) > MAX_SELECTED_TEXT_CHARS:
-                raise ValidationError(
-                    f"selected_text is {len(selected_text)} characters; the limit is {MAX_SELECTED_TEXT_CHARS}."
-                )
-        try:
-            style = AnswerStyle(style or self.settings.agent.style)
-        except ValueError:
-            raise ValidationError(f"Unknown style {style!r}; use default or structured") from None
-        if session_id is not None and not OWNER_RE.match(session_id):
-            raise ValidationError("session_id must be 1-128 letters, digits or the characters _ . @ -")
-        messages = _history_messages(history) if history else []
-        if question.strip():
-            messages.append(HumanMessage(content=question))
-        state: dict[str, Any] = {
-            "messages": messages,
-            "question": question,
-            "owner": owner,
-            "selected_text": selected_text,
-            "style": str(style),
-            "mode": self.resolve_mode(mode),
-            "session_id": session_id,
-            "include_trace": trace,
-            # Everything below belongs to one run: reset here even when a checkpointer resumes a session.
-            "scratch": [],
-            "turns": 0,
-            "tool_calls": 0,
-            "tool_log": {},
-            "searches": 0,
-            "queries": [],
-            "opened": [],
-            "sources": [],
-            "empty_retrieval": True,
-            "constraints": {},
-            "plan": [],
-            "reprompts": 0,
-            "protocol_retries": 0,
-            "force_final": False,
-            "regenerated": False,
-            "draft": None,
-            "synthesized": False,
-            "search_results": {},
-            "search_profiles": {},
-            "corrections": {},
-            "quote_refusal": None,
-            "refusal_detail": None,
-            "insufficiencies": [],
-            "model_used": None,
-            "model_calls": 0,
-            "cached_calls": 0,
-            "exit_reason": None,
-            "trace": [],
-            "answer": None,
-        }
-        steps = self.limits.max_turns + self.limits.max_reprompts + 4
-        config: dict[str, Any] = {"recursion_limit": 12 + 4 * steps, "run_name": GRAPH_NAME}
+    def request(self, question: str, **options: Any) -> RunRequest:
+        """The validated request for `question` (see `ask` for the options), or ValidationError / ConfigError."""
+        request = RunRequest.checked(
+            question,
+            limits=self.limits,
+            default_mode=self.default_mode,
+            default_style=self.settings.agent.style,
+            **options,
+        )
+        self.answerer(request)
+        return request
+
+    def _start(self, request: RunRequest) -> tuple[dict[str, Any], dict[str, Any]]:
+        """(the run's input state, its LangGraph config)."""
+        messages: list[AnyMessage] = [
+            HumanMessage(content=turn.content) if turn.role == "user" else AIMessage(content=turn.content)
+            for turn in request.history
+        ]
+        if request.question.strip():
+            messages.append(HumanMessage(content=request.question))
+        # Everything but the conversation belongs to one run: reset here even when a checkpointer resumes a session.
+        state = {**fresh_run(), "messages": messages, "request": request, "answerer": self.answerer(request)}
+        config: dict[str, Any] = {"recursion_limit": self._max_steps(request), "run_name": GRAPH_NAME}
         if self.checkpointer is not None:
             # A run without a session still needs a thread for the checkpointer: a fresh one, used once.
-            config["configurable"] = {"thread_id": session_id or f"oneoff-{uuid.uuid4()}"}
+            config["configurable"] = {"thread_id": request.session_id or f"oneoff-{uuid.uuid4()}"}
         return state, config
+
+    @staticmethod
+    def _max_steps(request: RunRequest) -> int:
+        limits = request.limits
+        return 12 + 4 * (limits.max_turns + limits.max_reprompts + 4)
+
+    def _inline(self, request: RunRequest) -> bool:
+        """Run in-process: quote mode with no session to keep (nothing to stream, nothing to checkpoint)."""
+        return request.mode == AnswerMode.QUOTE and self.checkpointer is None
+
+    async def arun(self, request: RunRequest) -> Answer:
+        """The answer to a validated request."""
+        state, config = self._start(request)
+        start = time.perf_counter()
+        if self._inline(request):
+            nodes = {name: self.nodes.node(name) for name in NODES}
+            final = await run_inline(nodes, state, max_steps=self._max_steps(request))
+        else:
+            final = await self.graph.ainvoke(state, config)
+        return self._finished(final, start)
 
     async def aask(self, question: str, **options: Any) -> Answer:
         """The answer to `question` (see `ask` for the options)."""
-        graph = self.graph
-        state, config = self.prepare(question, **options)
-        start = time.perf_counter()
-        final = await graph.ainvoke(state, config)
-        return self._finished(final, start, owner=options.get("owner"))
+        return await self.arun(self.request(question, **options))
 
     def ask(
         self,
         question: str,
         *,
-        owner: str | None = None,
+        owner: Owner | str | None = None,
         selected_text: str | None = None,
-        history: Sequence[dict[str, str]] | None = None,
+        history: Sequence[HistoryTurn | dict[str, str]] | None = None,
         style: AnswerStyle | str | None = None,
-        mode: str | None = None,
+        mode: AnswerMode | str | None = None,
         session_id: str | None = None,
         trace: bool = True,
     ) -> Answer:
@@ -216,20 +182,21 @@ class Citewise:
         injected chat model if any, else settings.llm). session_id: continue a conversation kept by the
         checkpointer. trace: include the step-by-step trace in the Answer.
         """
-        options = dict(
-            owner=owner, selected_text=selected_text, history=history, style=style, mode=mode,
+        request = self.request(
+            question, owner=owner, selected_text=selected_text, history=history, style=style, mode=mode,
             session_id=session_id, trace=trace,
         )  # fmt: skip
         # One long-lived loop for every sync call (agent/sync.py): vendor HTTP clients outlive a single call.
-        return run_sync(self.aask(question, **options))
+        return run_sync(self.arun(request))
 
-    async def astream_events(self, question: str, **options: Any) -> AsyncIterator[dict[str, Any]]:
+    async def astream_events(self, question: str | RunRequest, **options: Any) -> AsyncIterator[dict[str, Any]]:
         """The run as LangGraph v2 events: `on_chat_model_stream` tokens (provisional: the answer that counts is the
         final one), `on_tool_start`/`on_tool_end`, `on_custom_event` named "trace" for each trace step, and last
         the graph's `on_chain_end` whose `data.output` is the final state, `answer` (an `Answer`) included.
-        A reply served from the LLM cache streams no tokens."""
+        A reply served from the LLM cache streams no tokens. Takes a question and options, or a RunRequest."""
+        request = question if isinstance(question, RunRequest) else self.request(question, **options)
         graph = self.graph
-        state, config = self.prepare(question, **options)
+        state, config = self._start(request)
         start = time.perf_counter()
         final_event = None
         async for event in graph.astream_events(state, config, version="v2"):
@@ -242,41 +209,11 @@ class Citewise:
             yield event
         if final_event is None:  # pragma: no cover - LangGraph always ends a run with its on_chain_end
             raise RuntimeError("the agent graph ended without a final event")
-        output = final_event["data"]["output"]
-        self._finished(output, start, owner=options.get("owner"))
+        self._finished(final_event["data"]["output"], start)
         yield final_event
 
-    def _finished(self, final: dict[str, Any], start: float, *, owner: str | None) -> Answer:
+    def _finished(self, final: dict[str, Any], start: float) -> Answer:
         answer: Answer = final["answer"]
         answer.timing_ms = round((time.perf_counter() - start) * 1000, 1)
-        self._log(answer, final.get("queries") or [], owner)
+        log_question(self.settings, answer, final.get("queries") or [], owner=final["request"].owner)
         return answer
-
-    def _log(self, answer: Answer, queries: list[str], owner: str | None) -> None:
-        try:
-            from citewise.eval.gaps import log_question
-        except ImportError:  # pragma: no cover - the eval package is part of the distribution
-            return
-        log_question(self.settings, answer, queries, owner=owner)
-
-
-def _check_text(name: str, text: Any) -> None:
-    """Text must be valid Unicode: a lone surrogate (JSON's "\\ud800") can't be encoded, embedded or logged."""
-    if isinstance(text, str):
-        try:
-            text.encode("utf-8")
-        except UnicodeEncodeError as exc:
-            raise ValidationError(f"{name} is not valid text: a lone surrogate at position {exc.start}.") from None
-
-
-def _history_messages(history: Sequence[dict[str, str]]) -> list[AnyMessage]:
-    messages: list[AnyMessage] = []
-    for i, turn in enumerate(history):
-        if not isinstance(turn, dict) or turn.get("role") not in ("user", "assistant"):
-            raise ValidationError(f"history[{i}] must be {{'role': 'user'|'assistant', 'content': str}}")
-        content = turn.get("content")
-        if not isinstance(content, str):
-            raise ValidationError(f"history[{i}].content must be a string")
-        _check_text(f"history[{i}].content", content)
-        messages.append(HumanMessage(content=content) if turn["role"] == "user" else AIMessage(content=content))
-    return messages

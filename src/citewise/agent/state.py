@@ -1,38 +1,41 @@
 """The state one agent run carries from node to node.
 
 `messages` is the conversation (questions and final answers); with a checkpointer it survives from one run of a
-session to the next (thread_id = session_id). Everything else belongs to one run and is reset by the run's input:
-the model's working transcript (`scratch`: tool calls and their results), counters, sources and the answer.
+session to the next (thread_id = session_id). `request` (the whole `RunRequest`) and `answerer` are given by each
+run's input. Everything else belongs to one run and starts from `fresh_run()`: the model's working transcript
+(`scratch`: tool calls and their results), counters, sources and the answer.
 """
 
 from __future__ import annotations
 
 import copy
-from typing import Annotated, Any, TypedDict
+from typing import TYPE_CHECKING, Annotated, Any, TypedDict
 
 from langchain_core.messages import AnyMessage
-from langgraph.checkpoint.base import BaseCheckpointSaver
-from langgraph.checkpoint.serde.base import maybe_add_typed_methods
-from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
-from langgraph.graph.message import add_messages
 
-from citewise.types import Answer, ExitReason, ScoredChunk
+from citewise.types import Answer, ExitReason, RunRequest, ScoredChunk
+
+if TYPE_CHECKING:
+    from langgraph.checkpoint.base import BaseCheckpointSaver
+
+
+def add_messages(left: list[AnyMessage], right: list[AnyMessage]) -> list[AnyMessage]:
+    """LangGraph's message reducer (merge by id), loaded on first use: only the LangGraph path of a run calls it,
+    and `langgraph.graph` is a second of imports quote mode never needs."""
+    from langgraph.graph.message import add_messages as merge
+
+    return merge(left, right)
 
 
 class AgentState(TypedDict, total=False):
     # -- conversation (kept across runs of a session) ------------------------------------------------------------
     messages: Annotated[list[AnyMessage], add_messages]
 
-    # -- the request -------------------------------------------------------------------------------------------
-    question: str
-    owner: str | None
-    selected_text: str | None
-    style: str  # AnswerStyle value
-    mode: str  # "extractive" (quote mode) or the answerer spec ("local", "provider:model")
-    session_id: str | None
-    include_trace: bool  # copy the trace into the Answer
+    # -- given by each run's input -----------------------------------------------------------------------------
+    request: RunRequest  # the question and everything that decides how it is answered, validated
+    answerer: str  # "extractive" (quote mode) or the model spec that answers ("local", "provider:model")
 
-    # -- per run, reset by every run's input -------------------------------------------------------------------
+    # -- per run, reset by every run's input (fresh_run) ---------------------------------------------------------
     scratch: list[AnyMessage]  # this run's model transcript: AI tool calls, tool results, reprompts
     turns: int  # model calls made by the llm node
     tool_calls: int  # unique tool calls (an identical repeat does not count)
@@ -64,6 +67,34 @@ class AgentState(TypedDict, total=False):
     answer: Answer | None
 
 
+KEPT = frozenset({"messages"})  # survives from one run of a session to the next
+GIVEN = frozenset({"request", "answerer"})  # set by each run's input
+_STARTS_TRUE = frozenset({"empty_retrieval"})  # true until a search finds something
+
+
+def _start_value(name: str, annotation: str) -> Any:
+    if name in _STARTS_TRUE:
+        return True
+    if annotation.endswith("| None"):
+        return None
+    kind = annotation.split("[", 1)[0].strip()
+    starts = {"list": list, "dict": dict, "int": int, "bool": bool, "str": str}
+    if kind not in starts:  # pragma: no cover - a new field of a new type must say how it starts
+        raise TypeError(f"AgentState.{name}: no starting value for {annotation!r}")
+    return starts[kind]()
+
+
+def fresh_run() -> dict[str, Any]:
+    """Every per-run field of `AgentState` at its starting value: what each run's input resets, so a checkpointed
+    session resumes its conversation and nothing else. Derived from the annotations: a new field can't be left
+    out of the reset."""
+    return {
+        name: _start_value(name, getattr(annotation, "__forward_arg__", str(annotation)))
+        for name, annotation in AgentState.__annotations__.items()
+        if name not in KEPT | GIVEN
+    }
+
+
 def _session_types() -> tuple[tuple[str, str], ...]:
     """Every model and enum of citewise.types, as (module, name): what a checkpoint of this state may hold."""
     import inspect
@@ -91,6 +122,9 @@ def with_session_types(saver: BaseCheckpointSaver) -> BaseCheckpointSaver:
     blocks unregistered types. A saver on LangGraph's permissive default (every type, with a warning) gets a
     serializer with an explicit allow-list instead (its graph adds the state schema's types when it compiles);
     one that already has an allow-list gets ours added; any other serializer is left as it is."""
+    from langgraph.checkpoint.serde.base import maybe_add_typed_methods
+    from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
+
     serde = getattr(saver, "serde", None)
     if isinstance(serde, JsonPlusSerializer) and getattr(serde, "_allowed_msgpack_modules", None) is True:
         clone = copy.copy(saver)
@@ -99,3 +133,6 @@ def with_session_types(saver: BaseCheckpointSaver) -> BaseCheckpointSaver:
         )
         return clone
     return saver.with_allowlist(SESSION_TYPES)
+
+
+STATE_KEYS = frozenset(AgentState.__annotations__)  # every key a node may write (LangGraph refuses others too)

@@ -4,9 +4,10 @@ The tools are LangChain tools with pydantic argument schemas, so a model with na
 schema, a model on the JSON action protocol gets the same description, and invalid arguments are caught by one
 schema check (→ INVALID_TOOL_CALL) before anything runs.
 
-Retrieval failures are typed (`connection_error`, `service_unavailable`, `invalid_query`, `empty_results`); each
-is recorded in the trace with the action taken. Owner isolation is enforced here as well as in the index: a chunk
-of another owner is "not found" — its text never reaches the model.
+Retrieval failures are typed (`RetrievalFailure`: connection_error, service_unavailable, invalid_query,
+empty_results); each is recorded in the trace with the action taken. Lookups go through the retriever, which applies
+the owner rule inside the store's query: a chunk of another owner is "not found" — its text never reaches the
+model.
 """
 
 from __future__ import annotations
@@ -15,16 +16,29 @@ import asyncio
 import json
 import logging
 import uuid
-from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from langchain_core.tools import BaseTool, StructuredTool
+from langchain_core.messages import ToolMessage
 from pydantic import BaseModel, Field, field_validator
 from tenacity import AsyncRetrying, retry_if_exception, stop_after_attempt, wait_exponential_jitter
 
 from citewise.errors import ConfigError, ProviderError, RetrievalError, ValidationError
-from citewise.types import PUBLIC_OWNER, ScoredChunk, SearchResult
+from citewise.index.retriever import Retriever
+from citewise.ingest.selection import search_selected
+from citewise.types import (
+    MAX_SELECTED_TEXT_CHARS,
+    PUBLIC,
+    Owner,
+    RetrievalFailure,
+    ScoredChunk,
+    SearchResult,
+    TraceKind,
+    trace_event,
+)
+
+if TYPE_CHECKING:
+    from langchain_core.tools import BaseTool
 
 log = logging.getLogger(__name__)
 
@@ -35,18 +49,25 @@ TOOL_NAMES = (SEARCH_DOCS, OPEN_CITATION)
 EMPTY_RESULT = "DOCUMENTATION_SEARCH_RESULT: EMPTY"
 NOT_FOUND = "OPEN_CITATION_RESULT: NOT FOUND"
 SEARCH_SNIPPET_CHARS = 700  # a search shows the start of each passage; open_citation shows all of it
+# The longest query one search may ask (the index itself takes up to 10,000 characters: Retriever): a model's
+# search, and the run's own searches of the question and its parts, which are cut to it.
+MAX_QUERY_CHARS = 1_000
 
 
 class SearchDocsArgs(BaseModel):
     """Search the documentation."""
 
-    query: str = Field(min_length=1, max_length=1000, description="What to look for, in the docs' own words.")
+    query: str = Field(
+        min_length=1, max_length=MAX_QUERY_CHARS, description="What to look for, in the docs' own words."
+    )
     top_k: int = Field(5, ge=1, le=10, description="How many passages to return (1-10).")
     selected_text_only: bool = Field(
         False, description="Search only inside the text the user selected, not the whole documentation."
     )
     selected_text_content: str | None = Field(
-        None, max_length=10_000, description="The selected text to search in (defaults to the user's selection)."
+        None,
+        max_length=MAX_SELECTED_TEXT_CHARS,
+        description="The selected text to search in (defaults to the user's selection).",
     )
     filename: str | None = Field(
         None,
@@ -151,9 +172,6 @@ class Ledger:
             n = len(self.sources)
         return n
 
-    def numbered(self) -> dict[int, ScoredChunk]:
-        return {i + 1: c for i, c in enumerate(self.sources)}
-
 
 # ---------------------------------------------------------------------------------------------------------------
 # Formatting what the model sees
@@ -196,33 +214,32 @@ def format_opened(n: int, chunk: ScoredChunk) -> str:
 class _Transient(Exception):
     """A retrieval failure worth retrying; carries its type."""
 
-    def __init__(self, kind: str, cause: BaseException) -> None:
+    def __init__(self, kind: RetrievalFailure, cause: BaseException) -> None:
         super().__init__(str(cause))
         self.kind = kind
         self.cause = cause
 
 
-def classify_retrieval_error(exc: BaseException) -> str:
+def classify_retrieval_error(exc: BaseException) -> RetrievalFailure:
     if isinstance(exc, ValidationError):
-        return "invalid_query"
+        return RetrievalFailure.INVALID_QUERY
     if isinstance(exc, ProviderError):
-        return "service_unavailable"
-    return "connection_error"  # RetrievalError, the engine's own I/O errors
+        return RetrievalFailure.SERVICE_UNAVAILABLE
+    return RetrievalFailure.CONNECTION_ERROR  # RetrievalError, the engine's own I/O errors
 
 
 @dataclass
 class ToolContext:
     """What the tools of one node invocation work with."""
 
-    retriever: Any  # citewise.index.retriever.Retriever
+    retriever: Retriever
     ledger: Ledger
-    owner: str | None = None
+    owner: Owner = PUBLIC
     selected_text: str | None = None
     tool_retries: int = 3
     retry_wait_s: float = 0.1
     # Set when a search failed hard (index unreachable): the node reports it instead of an answer.
-    failure: dict[str, Any] | None = None
-    results: list[SearchResult] = field(default_factory=list)
+    failure: RetrievalFailure | None = None
 
 
 async def run_search(ctx: ToolContext, args: SearchDocsArgs, *, node: str) -> tuple[str, list[tuple[int, ScoredChunk]]]:
@@ -232,13 +249,17 @@ async def run_search(ctx: ToolContext, args: SearchDocsArgs, *, node: str) -> tu
         selected = args.selected_text_content or ctx.selected_text
         if not selected:
             ctx.ledger.trace.append(
-                _failure_event(node, "invalid_query", "return_error", args.query, 1, "no selected text to search")
+                _failure_event(
+                    node, RetrievalFailure.INVALID_QUERY, "return_error", args.query, 1, "no selected text to search"
+                )
             )
             return "DOCUMENTATION_SEARCH_ERROR: invalid_query: there is no selected text to search in.", []
 
     def search() -> SearchResult:
+        if selected is not None:
+            return search_selected(ctx.retriever, args.query, args.top_k, text=selected)
         filters = {"filename": args.filename} if args.filename else None
-        return ctx.retriever.search(args.query, args.top_k, owner=ctx.owner, filters=filters, selected_text=selected)
+        return ctx.retriever.search(args.query, args.top_k, owner=ctx.owner, filters=filters)
 
     async def attempt() -> SearchResult:
         try:
@@ -262,54 +283,52 @@ async def run_search(ctx: ToolContext, args: SearchDocsArgs, *, node: str) -> tu
                 attempts += 1
                 result = await attempt()
     except ValidationError as exc:
-        ctx.ledger.trace.append(_failure_event(node, "invalid_query", "return_error", args.query, attempts, str(exc)))
+        ctx.ledger.trace.append(
+            _failure_event(node, RetrievalFailure.INVALID_QUERY, "return_error", args.query, attempts, str(exc))
+        )
         return f"DOCUMENTATION_SEARCH_ERROR: invalid_query: {exc}", []
     except _Transient as exc:
         log.warning("search failed after %d attempt(s): %s", attempts, exc.cause, exc_info=exc.cause)
-        event = _failure_event(node, exc.kind, "refuse", args.query, attempts, str(exc.cause))
-        ctx.ledger.trace.append(event)
-        ctx.failure = event["data"]
+        ctx.ledger.trace.append(_failure_event(node, exc.kind, "refuse", args.query, attempts, str(exc.cause)))
+        ctx.failure = exc.kind
         return f"DOCUMENTATION_SEARCH_ERROR: {exc.kind}: the documentation index could not be searched.", []
 
-    ctx.results.append(result)
     ctx.ledger.results[result_key(args.query, args.filename)] = [c.chunk_id for c in result.chunks]
     ctx.ledger.profiles[result_key(args.query, args.filename)] = result.profile.model_dump()
     ctx.ledger.corrections.update(result.corrections)
     if result.corrections:
-        ctx.ledger.trace.append(
-            {"type": "spelling", "node": node, "data": {"query": args.query, "corrections": result.corrections}}
-        )
+        ctx.ledger.trace.append(trace_event(TraceKind.SPELLING, node, query=args.query, corrections=result.corrections))
     if result.empty:
-        ctx.ledger.trace.append(_failure_event(node, "empty_results", "default_response", args.query, attempts, ""))
         ctx.ledger.trace.append(
-            {"type": "tool_result", "node": node, "data": {"tool": SEARCH_DOCS, "query": args.query, "numbers": []}}
+            _failure_event(node, RetrievalFailure.EMPTY_RESULTS, "default_response", args.query, attempts, "")
+        )
+        ctx.ledger.trace.append(
+            trace_event(TraceKind.TOOL_RESULT, node, tool=SEARCH_DOCS, query=args.query, numbers=[])
         )
         return EMPTY_RESULT, []
     ctx.ledger.empty_retrieval = False
     seen = {n for n in (ctx.ledger.number_of(c.chunk_id) for c in result.chunks) if n is not None}
     numbered = [(ctx.ledger.add(c), c) for c in result.chunks]
     ctx.ledger.trace.append(
-        {
-            "type": "tool_result",
-            "node": node,
-            "data": {
-                "tool": SEARCH_DOCS,
-                "query": args.query,
-                "numbers": [n for n, _ in numbered],
-                "chunk_ids": [c.chunk_id for _, c in numbered],
-                "attempts": attempts,
-            },
-        }
+        trace_event(
+            TraceKind.TOOL_RESULT,
+            node,
+            tool=SEARCH_DOCS,
+            query=args.query,
+            numbers=[n for n, _ in numbered],
+            chunk_ids=[c.chunk_id for _, c in numbered],
+            attempts=attempts,
+        )
     )
     return format_search(args.query, numbered, seen), numbered
 
 
-def _failure_event(node: str, kind: str, action: str, query: str, attempts: int, error: str) -> dict[str, Any]:
-    return {
-        "type": "retrieval_failure",
-        "node": node,
-        "data": {"kind": kind, "action": action, "query": query, "attempts": attempts, "error": error},
-    }
+def _failure_event(
+    node: str, kind: RetrievalFailure, action: str, query: str, attempts: int, error: str
+) -> dict[str, Any]:
+    return trace_event(
+        TraceKind.RETRIEVAL_FAILURE, node, kind=kind, action=action, query=query, attempts=attempts, error=error
+    )
 
 
 async def run_open(ctx: ToolContext, args: OpenCitationArgs, *, node: str) -> str:
@@ -318,36 +337,29 @@ async def run_open(ctx: ToolContext, args: OpenCitationArgs, *, node: str) -> st
     if chunk is not None and chunk.doc_id != args.doc_id:
         chunk = None
     if chunk is None:
-        rows = await asyncio.to_thread(ctx.retriever.kb.store.fetch, [args.chunk_id])
-        row = rows.get(args.chunk_id)
-        allowed = {PUBLIC_OWNER, ctx.owner or PUBLIC_OWNER}
         # Another owner's chunk and a missing one look the same from outside: no text, no hint that it exists.
-        if row is not None and row.doc_id == args.doc_id and row.owner in allowed:
+        row = await asyncio.to_thread(ctx.retriever.open, args.chunk_id, owner=ctx.owner, doc_id=args.doc_id)
+        if row is not None:
             chunk = ScoredChunk(**row.model_dump(), score=0.0)
     if chunk is None:
         ctx.ledger.trace.append(
-            {
-                "type": "tool_result",
-                "node": node,
-                "data": {"tool": OPEN_CITATION, "chunk_id": args.chunk_id, "found": False},
-            }
+            trace_event(TraceKind.TOOL_RESULT, node, tool=OPEN_CITATION, chunk_id=args.chunk_id, found=False)
         )
         return f"{NOT_FOUND}: no passage with doc_id={args.doc_id} chunk_id={args.chunk_id}."
     n = ctx.ledger.add(chunk)
     if chunk.chunk_id not in ctx.ledger.opened:
         ctx.ledger.opened.append(chunk.chunk_id)
     ctx.ledger.trace.append(
-        {
-            "type": "tool_result",
-            "node": node,
-            "data": {"tool": OPEN_CITATION, "chunk_id": chunk.chunk_id, "found": True, "number": n},
-        }
+        trace_event(TraceKind.TOOL_RESULT, node, tool=OPEN_CITATION, chunk_id=chunk.chunk_id, found=True, number=n)
     )
     return format_opened(n, chunk)
 
 
 def build_tools(ctx: ToolContext | None, *, node: str = "tools") -> list[BaseTool]:
     """The tools bound to one context (None: for their schemas only, e.g. to describe them to a model)."""
+    # LangChain's tool classes load its runnable and tracing stack (a third of a second): only a model's turn and a
+    # LangGraph run need them, never quote mode's in-process run (see `invoke`).
+    from langchain_core.tools import StructuredTool
 
     def need_ctx() -> ToolContext:
         if ctx is None:
@@ -390,6 +402,21 @@ def build_tools(ctx: ToolContext | None, *, node: str = "tools") -> list[BaseToo
     ]
 
 
+async def invoke(ctx: ToolContext, call: dict[str, Any], *, node: str, config: Any) -> ToolMessage:
+    """Run one tool call whose arguments were validated. Inside a LangGraph run (its config carries the run's
+    callbacks) it goes through the LangChain tool, so the run's events show it (`on_tool_start`/`on_tool_end`); in
+    the in-process runner it is called directly: the same text, without LangChain's callback and tracing machinery
+    (a third of a second to import, for events nobody streams)."""
+    if config.get("callbacks") is not None:
+        tool = next(t for t in build_tools(ctx, node=node) if t.name == call["name"])
+        return await tool.ainvoke({**call, "type": "tool_call"}, config=config)
+    if call["name"] == SEARCH_DOCS:
+        text, _ = await run_search(ctx, SearchDocsArgs(**call["args"]), node=node)
+    else:
+        text = await run_open(ctx, OpenCitationArgs(**call["args"]), node=node)
+    return ToolMessage(content=text, tool_call_id=call["id"], name=call["name"])
+
+
 def validate_call(name: str, args: Any) -> tuple[dict[str, Any] | None, str | None]:
     """(validated args, None) or (None, the reason the call is invalid)."""
     schema = ARG_SCHEMAS.get(name)
@@ -403,6 +430,3 @@ def validate_call(name: str, args: Any) -> tuple[dict[str, Any] | None, str | No
         first = exc.errors()[0] if hasattr(exc, "errors") else {"msg": str(exc), "loc": ()}
         where = ".".join(str(p) for p in first.get("loc", ()))
         return None, f"invalid arguments for {name}: {where}: {first.get('msg')}"
-
-
-TraceSink = Callable[[dict[str, Any]], None]

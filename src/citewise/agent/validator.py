@@ -20,13 +20,13 @@ from pydantic import BaseModel, Field
 from citewise.agent.constraints import Constraints
 from citewise.agent.grounding import (
     MARKER_RE,
-    SENTENCE_END_RE,
     cited_numbers,
     claims_before_markers,
     find_span,
     quoted_strings,
     split_code,
 )
+from citewise.text import FENCED_BLOCK_RE, claim_sentences
 from citewise.types import REFUSAL_TEXT, ScoredChunk
 
 MAX_ERRORS = 8
@@ -42,7 +42,6 @@ class ValidationResult(BaseModel):
 # Term extraction
 # ---------------------------------------------------------------------------------------------------------------
 
-_FENCE_RE = re.compile(r"^[ \t]*(```|~~~)[^\n]*\n(.*?)(?:^[ \t]*\1[ \t]*$|\Z)", re.S | re.M)
 _INLINE_CODE_RE = re.compile(r"(`+)([^`\n]+?)\1")
 _URL_RE = re.compile(r"\b(?:https?|ftp)://[^\s<>()\[\]\"'`]+", re.I)
 _PATH_RE = re.compile(r"(?<![\w/~.])~?/[\w.@-]+(?:/[\w.@-]+)+/?")  # /var/lib/orbitron, ~/.config/x
@@ -85,8 +84,8 @@ def _code_lines(block: str) -> Iterable[str]:
 def extract_terms(text: str) -> list[Term]:
     """The checkable terms of an answer, in order, de-duplicated. Citation markers are not terms."""
     terms: list[Term] = []
-    for match in _FENCE_RE.finditer(text):
-        terms.extend(Term(kind="code", text=line) for line in _code_lines(match.group(2)))
+    for match in FENCED_BLOCK_RE.finditer(text):
+        terms.extend(Term(kind="code", text=line) for line in _code_lines(match.group("body")))
     prose_parts: list[str] = []
     for is_code, seg in split_code(text):
         if is_code:
@@ -229,7 +228,7 @@ def _verbatim_parts(text: str, sources: Mapping[int, ScoredChunk]) -> list[str]:
         if find_span(chunk.text, claim):
             parts.append(claim)
             continue
-        for sentence in SENTENCE_END_RE.split(claim):
+        for sentence in claim_sentences(claim):
             if len(sentence) >= MIN_VERBATIM_CHARS and find_span(chunk.text, sentence):
                 parts.append(sentence)
     return parts

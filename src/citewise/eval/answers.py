@@ -24,8 +24,8 @@ from citewise.errors import ConfigError
 from citewise.errors import ValidationError as CitewiseValidationError
 from citewise.eval.formats import AnswerDataset, EvalQuestion, Passage
 from citewise.eval.metrics import Judged, best_token_f1, contains_answer, judge, score_answers, score_docs
-from citewise.settings import Settings
-from citewise.types import ParsedDocument, make_chunk_id, make_doc_id
+from citewise.settings import QUOTE_ANSWERER, Settings
+from citewise.types import AnswerMode, ParsedDocument, make_chunk_id, make_doc_id
 
 if TYPE_CHECKING:
     from langchain_core.language_models import BaseChatModel
@@ -34,7 +34,7 @@ if TYPE_CHECKING:
 
 Progress = Callable[[str, int, int], None]  # (stage, done, total), as the ingest pipeline reports
 
-QUOTE_MODES = ("quote", "extractive")
+QUOTE_MODES = ("quote", QUOTE_ANSWERER)
 
 
 def sample_questions(questions: Sequence[EvalQuestion], limit: int | None, seed: int) -> list[EvalQuestion]:
@@ -48,17 +48,17 @@ def sample_questions(questions: Sequence[EvalQuestion], limit: int | None, seed:
     return [questions[i] for i in picked]
 
 
-def answerer(settings: Settings, mode: str) -> tuple[Settings, str]:
+def answerer(settings: Settings, mode: str) -> tuple[Settings, AnswerMode]:
     """Settings and the `Citewise.ask(mode=...)` value for an `--mode`: quote (alias extractive), local, or
     provider:model."""
     mode = mode.strip()
     if mode in QUOTE_MODES:
-        return settings.model_copy(update={"llm": "extractive"}), "quote"
+        return settings.model_copy(update={"llm": QUOTE_ANSWERER}), AnswerMode.QUOTE
     try:
         checked = Settings.model_validate({**settings.model_dump(), "llm": mode})
     except Exception:
         raise ConfigError(f'Unknown --mode {mode!r}: use quote, local or "provider:model"') from None
-    return settings.model_copy(update={"llm": checked.llm}), "agent"
+    return settings.model_copy(update={"llm": checked.llm}), AnswerMode.AGENT
 
 
 def _document(passage: Passage) -> ParsedDocument:
@@ -188,7 +188,7 @@ def evaluate_answers(
     return {
         "dataset": dataset.name,
         "format": dataset.format,
-        "mode": "quote" if ask_mode == "quote" else answer_settings.llm,
+        "mode": "quote" if ask_mode == AnswerMode.QUOTE else answer_settings.llm,
         "seed": seed,
         "limit": limit,
         "corpus": len(chunk_counts),  # documents in the index: passages plus --corpus files

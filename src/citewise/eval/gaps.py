@@ -1,115 +1,28 @@
 """The docs-gap report: which questions the docs could not answer, grouped, most frequent first.
 
-Every question asked through the CLI or the API is appended as one JSON line to `settings.questions_log_path`
-(CITEWISE_HOME/questions.jsonl) unless `server.log_questions` is off. `citewise gaps` reads that log back.
+The agent appends every question it answers to the question log (`citewise.agent.question_log`);
+`citewise gaps` reads that log back.
 """
 
 from __future__ import annotations
 
 import json
-import logging
-import os
-import re
-import threading
 from collections import Counter
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from citewise.text import content_terms, jaccard
+
 if TYPE_CHECKING:
     from citewise.settings import Settings
-    from citewise.types import Answer
-
-try:  # POSIX: an advisory lock keeps lines from two processes whole; Windows appends are already atomic enough
-    import fcntl
-except ImportError:  # pragma: no cover
-    fcntl = None  # type: ignore[assignment]
-
-log = logging.getLogger(__name__)
-
-# Threads of one process serialise here; flock below serialises processes.
-_append_lock = threading.Lock()
-
-
-def question_record(answer: Answer, queries: list[str], *, owner: str | None = None) -> dict:
-    """The log line for one answered question (also what `citewise gaps` reads back)."""
-    record = {
-        "timestamp": datetime.now(UTC).isoformat(timespec="seconds"),
-        "question": answer.question,
-        "status": str(answer.status),
-        "exit_reason": str(answer.exit_reason),
-        "insufficiencies": list(answer.insufficiencies),
-        "refusal_reason": answer.refusal_reason,
-        "queries": [q for q in queries if q],
-        "mode": answer.mode,
-    }
-    if owner:
-        record["owner"] = owner
-    return record
-
-
-def log_question(settings: Settings, answer: Answer, queries: list[str], *, owner: str | None = None) -> None:
-    """Append one JSON line describing `answer` to the question log, when `settings.server.log_questions` is on.
-
-    Never raises: a full disk or an unwritable home must not turn an answered question into an error, so failures
-    are logged as warnings. Each line is written with one `write()` on an O_APPEND descriptor under an exclusive
-    lock, so concurrent writers (threads or processes) never interleave inside a line.
-    """
-    try:
-        if not settings.server.log_questions:
-            return
-        path = settings.questions_log_path
-        line = (json.dumps(question_record(answer, queries, owner=owner), ensure_ascii=False) + "\n").encode()
-        path.parent.mkdir(parents=True, exist_ok=True)
-        with _append_lock:
-            fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
-            try:
-                if fcntl is not None:
-                    fcntl.flock(fd, fcntl.LOCK_EX)
-                view = memoryview(line)
-                while view:  # a short write is rare but legal; finish the line before releasing the lock
-                    written = os.write(fd, view)
-                    view = view[written:]
-            finally:
-                os.close(fd)  # closing releases the flock
-    except Exception as exc:  # logging a question must never fail the caller
-        log.warning("Could not log the question to %s: %s", getattr(settings, "questions_log_path", "?"), exc)
-
-
-# -- the report --------------------------------------------------------------------------------------------------
-# Words that carry no topic. Grouping compares what questions are *about*, so "how do I", "what is" must not make
-# two unrelated questions look alike.
-_STOPWORDS_TEXT = """
-a about above after again all am an and any are as at be been being below between both but by can could did do does
-doing done down during each few for from further get gets got had has have having he her here hers him his how i if
-in into is it its itself just me more most my no nor not now of off on once only or other our out over own please
-same she should so some such than that the their them then there these they this those through to too under until up
-use used using very was way we were what when where which while who whom why will with would you your yours
-"""
-_STOPWORDS = frozenset(_STOPWORDS_TEXT.split())
-_TOKEN = re.compile(r"[a-z0-9][a-z0-9_.\-]*[a-z0-9]|[a-z0-9]")
 
 DEFAULT_SIMILARITY = 0.5
 
 
-def _stem(word: str) -> str:
-    """A deliberately crude English stemmer: enough that "rotate", "rotated", "rotating" and "keys"/"key" meet."""
-    for suffix in ("ing", "ed", "es", "s"):
-        if word.endswith(suffix) and len(word) - len(suffix) >= 3 and not word.endswith("ss"):
-            word = word[: -len(suffix)]
-            break
-    return word[:-1] if len(word) > 3 and word.endswith("e") else word
-
-
 def content_tokens(text: str) -> frozenset[str]:
-    """Lower-cased, crudely stemmed words minus stopwords: what a question is about."""
-    return frozenset(_stem(token) for token in _TOKEN.findall(text.lower()) if token not in _STOPWORDS)
-
-
-def jaccard(a: frozenset[str], b: frozenset[str]) -> float:
-    """|a ∩ b| / |a ∪ b|; two empty sets are not similar (0)."""
-    union = len(a | b)
-    return len(a & b) / union if union else 0.0
+    """What a question is about: the stems of its content words (citewise.text), so "rotate API keys" and "API keys
+    rotated" meet and "how do I" counts for nothing."""
+    return frozenset(content_terms(text))
 
 
 def is_gap(record: dict) -> bool:
@@ -177,7 +90,7 @@ def group_gaps(records: list[dict], *, similarity: float = DEFAULT_SIMILARITY, m
     for i, tokens in enumerate(token_sets):
         candidates = {j for token in tokens for j in by_token.get(token, ())}
         for j in sorted(candidates):
-            if jaccard(tokens, token_sets[j]) >= similarity:
+            if jaccard(tokens, token_sets[j], empty=0.0) >= similarity:
                 sets.union(i, j)
         for token in tokens:
             by_token.setdefault(token, []).append(i)

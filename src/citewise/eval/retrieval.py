@@ -19,10 +19,9 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-import numpy as np
-
 from citewise.errors import ConfigError
 from citewise.eval.formats import read_jsonl
+from citewise.eval.metrics import percentiles_ms
 from citewise.index.embeddings import Embedder
 from citewise.index.knowledge_base import KnowledgeBase
 from citewise.index.retriever import Retriever
@@ -158,13 +157,6 @@ def score_run(ranked: Sequence[str], relevance: Mapping[str, int]) -> dict[str, 
 
 
 # -- evaluation --------------------------------------------------------------------------------------------------
-def _percentiles(samples_ms: Sequence[float]) -> tuple[float, float]:
-    if not samples_ms:
-        return 0.0, 0.0
-    p50, p95 = np.percentile(np.asarray(samples_ms), [50, 95])
-    return round(float(p50), 2), round(float(p95), 2)
-
-
 def as_parsed_document(doc: BeirDocument) -> ParsedDocument:
     """A corpus document as the ingest pipeline takes it: its text parsed as plain text, its source the corpus id.
 
@@ -230,11 +222,11 @@ def evaluate(
                 done += 1
                 report_progress("query", done, total)
             figures = {name: round(value / len(dataset.queries), 4) for name, value in sums.items()}
-            figures["query_p50_ms"], figures["query_p95_ms"] = _percentiles(mode_ms)
+            figures["query_p50_ms"], figures["query_p95_ms"] = percentiles_ms(mode_ms)
             per_mode[mode.value] = figures
             all_ms.extend(mode_ms)
 
-    p50, p95 = _percentiles(all_ms)
+    p50, p95 = percentiles_ms(all_ms)
     return {
         "modes": per_mode,
         "ingest_s": round(ingest_s, 2),

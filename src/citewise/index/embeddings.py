@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Protocol
 
 import numpy as np
 
-from citewise.errors import ConfigError, MissingExtraError, ProviderError, RateLimited
+from citewise.errors import ConfigError, MissingExtraError, classify_provider_error
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -322,11 +322,8 @@ class LangChainEmbedder:
     def _call(self, fn, arg):
         try:
             return fn(arg)
-        except Exception as exc:  # vendor SDKs raise their own trees; classify once, here
-            text = f"{type(exc).__name__}: {exc}"
-            if "429" in text or "rate" in text.lower() or "quota" in text.lower():
-                raise RateLimited(f"Embedding provider rate limited the request ({self.name}).") from exc
-            raise ProviderError(f"Embedding provider {self.name} failed: {text[:300]}", retryable=True) from exc
+        except Exception as exc:  # vendor SDKs raise their own trees: the one classifier maps them onto ours
+            raise classify_provider_error(exc, context=f"Embedding provider {self.name}") from exc
 
     def embed_documents(self, texts: Sequence[str]) -> np.ndarray:
         if not texts:

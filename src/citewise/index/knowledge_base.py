@@ -56,6 +56,13 @@ class KnowledgeBase:
             )
         return self._store
 
+    def scratch_store(self) -> VectorStore:
+        """An empty store of the same engine that lives in memory only, for one text searched once (a selection):
+        nothing it holds touches the home."""
+        from citewise.index.lancedb_store import LanceStore
+
+        return LanceStore.ephemeral()
+
     @property
     def vocabulary(self) -> Vocabulary:
         """The index's words and their chunk counts (spelling correction, corpus statistics), for the store's current

@@ -295,16 +295,11 @@ class LanceStore:
         vectors = _vector_matrix(rows)
         return [Hit(chunk_id, lexical=float(s), vector=v) for chunk_id, s, v in zip(ids, scores, vectors, strict=True)]
 
-    def fetch(self, chunk_ids: Sequence[str]) -> dict[str, Chunk]:
+    def fetch(self, chunk_ids: Sequence[str], where: str | None = None) -> dict[str, Chunk]:
         if not chunk_ids or self._table is None:
             return {}
-        rows = (
-            self._table.search()
-            .where(in_list("chunk_id", chunk_ids))
-            .select(_CHUNK_COLUMNS)
-            .limit(len(chunk_ids))
-            .to_list()
-        )
+        condition = in_list("chunk_id", chunk_ids) + (f" AND ({where})" if where else "")
+        rows = self._table.search().where(condition).select(_CHUNK_COLUMNS).limit(len(chunk_ids)).to_list()
         return {row["chunk_id"]: Chunk(**row) for row in rows}
 
     def indexed_texts(self) -> Iterator[tuple[str, str]]:

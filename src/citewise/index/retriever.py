@@ -11,20 +11,20 @@ import hashlib
 import json
 import re
 from collections import OrderedDict
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 import numpy as np
 
-from citewise.errors import ValidationError
+from citewise.errors import RetrievalError, ValidationError
 from citewise.index.knowledge_base import KnowledgeBase
 from citewise.index.store import Hit, VectorStore, build_where
+from citewise.index.vocabulary import VocabularyView
 from citewise.text import identifier_tokens
-from citewise.types import RankingProfile, RetrievalMode, ScoredChunk, SearchResult
+from citewise.types import Chunk, Owner, RankingProfile, RetrievalMode, ScoredChunk, SearchResult
 
 MAX_QUERY_CHARS = 10_000
-MAX_SELECTED_TEXT_CHARS = 10_000
 
 
 @dataclass(frozen=True, slots=True)
@@ -92,20 +92,17 @@ class Retriever:
         query: str,
         top_k: int | None = None,
         *,
-        owner: str | None = None,
+        owner: Owner | str | None = None,
         mode: RetrievalMode | str | None = None,
         filters: Mapping[str, object] | None = None,
-        selected_text: str | None = None,
     ) -> SearchResult:
-        """The top chunks for `query` that pass the minimum score, best first; `empty` when none does."""
+        """The top chunks for `query` that pass the minimum score, best first; `empty` when none does. Only chunks
+        `owner` may see are searched (no owner: public ones)."""
         query = self._validate_query(query)
-        top_k = self.settings.top_k if top_k is None else top_k
-        if isinstance(top_k, bool) or not isinstance(top_k, int) or not 1 <= top_k <= self.settings.max_top_k:
-            raise ValidationError(f"top_k must be an integer from 1 to {self.settings.max_top_k}, got {top_k!r}")
+        top_k = self._top_k(top_k)
         mode = _mode(mode, self.settings.mode)
-        if selected_text is not None:
-            return self._search_selected(query, top_k, mode, selected_text)
-        where = build_where(owner, filters)  # validates owner and filters before anything else happens
+        owner = Owner.of(owner)
+        where = build_where(owner, filters)  # validates the filters before anything else happens
 
         version = self.kb.version
         if self.kb.manifest is None:  # nothing was ever ingested: no model to load, no store to open (or create)
@@ -135,7 +132,7 @@ class Retriever:
         limit: int,
         *,
         mode: RetrievalMode | str | None = None,
-        owner: str | None = None,
+        owner: Owner | str | None = None,
         filters: Mapping[str, object] | None = None,
     ) -> list[ScoredChunk]:
         """Raw ranking to any depth, ungated and uncached: for evaluation, not for answering."""
@@ -144,7 +141,7 @@ class Retriever:
         hits, _ = self._rank(self.kb.store, self.prepare(query, owner), limit, _mode(mode, self.settings.mode), where)
         return self._materialize(self.kb.store, hits)
 
-    def prepare(self, query: str, owner: str | None = None) -> PreparedQuery:
+    def prepare(self, query: str, owner: Owner | str | None = None) -> PreparedQuery:
         """The query as it is searched: words the index has never seen replaced by the index word they most likely
         misspell (see `citewise.index.vocabulary`), and, for the full-text side, the compact form of every
         identifier it names. Nothing changes for a query of known words."""
@@ -163,8 +160,44 @@ class Retriever:
         lexical = " ".join([corrected, *identifier_tokens(corrected)])
         return PreparedQuery(query, corrected, lexical, corrections)
 
-    def clear_cache(self) -> None:
-        self._cache.clear()
+    def vocabulary(self, owner: Owner | str | None = None) -> VocabularyView | None:
+        """The words of the documents `owner` sees with their chunk counts (quote mode weighs words by them), or None
+        when the index holds none or can't be read right now: then quote mode weighs words by the passages alone."""
+        if self.kb.manifest is None:
+            return None
+        try:
+            return self.kb.vocabulary.view(owner)
+        except (RetrievalError, OSError):
+            return None
+
+    def revisions(self, doc_ids: Iterable[str]) -> dict[str, str]:
+        """doc_id → the Git commit each document was read at, for those synced from a Git source (citations carry
+        it)."""
+        return self.kb.registry.revisions(doc_ids)
+
+    def open(self, chunk_id: str, *, owner: Owner | str | None = None, doc_id: str | None = None) -> Chunk | None:
+        """One chunk by id (and document, when given), if `owner` may see it. A chunk of another owner and a chunk
+        that does not exist look the same from outside: None, no hint that it exists. The owner rule is applied
+        inside the store's lookup (`build_where`), so the row of someone else's chunk is never read."""
+        where = build_where(Owner.of(owner), {"doc_id": doc_id} if doc_id else None)
+        self.kb.version  # noqa: B018 - picks up an index another process created or changed since the last lookup
+        if self.kb.manifest is None:
+            return None  # nothing was ever ingested
+        return self.kb.store.fetch([chunk_id], where).get(chunk_id)
+
+    def search_in(
+        self, store: VectorStore, query: str, top_k: int | None = None, *, mode: RetrievalMode | str | None = None
+    ) -> SearchResult:
+        """`search` over another store than the index — a scratch store holding one text (the selected-text search,
+        `citewise.ingest.selection`): the same ranking and gate, no owner scope, no spelling, no cache."""
+        query = self._validate_query(query)
+        top_k = self._top_k(top_k)
+        mode = _mode(mode, self.settings.mode)
+        prepared = PreparedQuery(query, query, " ".join([query, *identifier_tokens(query)]), {})
+        ranked, profile = self._rank(store, prepared, self._depth(top_k), mode, None)
+        result = self._gate(store, query, mode, top_k, ranked)
+        result.profile = profile
+        return result
 
     # -- internals ---------------------------------------------------------------------------------------------
     @staticmethod
@@ -175,6 +208,12 @@ class Retriever:
             raise ValidationError(f"Query is {len(query)} characters; the limit is {MAX_QUERY_CHARS}")
         return query.strip()
 
+    def _top_k(self, top_k: int | None) -> int:
+        top_k = self.settings.top_k if top_k is None else top_k
+        if isinstance(top_k, bool) or not isinstance(top_k, int) or not 1 <= top_k <= self.settings.max_top_k:
+            raise ValidationError(f"top_k must be an integer from 1 to {self.settings.max_top_k}, got {top_k!r}")
+        return top_k
+
     def _depth(self, top_k: int) -> int:
         # Fetch more than asked: chunks below the minimum score are dropped after fusion, not before.
         return max(top_k, self.settings.candidates)
@@ -183,7 +222,7 @@ class Retriever:
         payload = {
             "q": query,
             "k": top_k,
-            "owner": owner,
+            "owner": owner.id,
             "mode": str(mode),
             "filters": {
                 k: sorted(map(str, v)) if isinstance(v, list | tuple | set) else str(v)
@@ -248,26 +287,3 @@ class Retriever:
             for h in hits
             if h.chunk_id in rows  # a chunk deleted by a concurrent ingest between the two phases is dropped
         ]
-
-    def _search_selected(self, query: str, top_k: int, mode: RetrievalMode, text: str) -> SearchResult:
-        """Search only inside `text`: chunked and indexed in memory for this call, never written anywhere."""
-        from citewise.index.lancedb_store import LanceStore
-        from citewise.ingest.loaders import parse_plain_text
-        from citewise.ingest.pipeline import make_chunks
-        from citewise.types import make_doc_id
-
-        if not isinstance(text, str) or not text.strip():
-            raise ValidationError("selected_text cannot be empty")
-        if len(text) > MAX_SELECTED_TEXT_CHARS:
-            raise ValidationError(f"selected_text is {len(text)} characters; the limit is {MAX_SELECTED_TEXT_CHARS}")
-        doc = parse_plain_text(text, source="selected-text", filename="selected text", title="Selected text")
-        doc_id = make_doc_id("selected-text:" + hashlib.sha256(text.encode()).hexdigest())
-        chunks = make_chunks(doc, self.kb.settings.ingest, doc_id=doc_id, filename="selected text")
-        store = LanceStore.ephemeral()
-        store.replace_documents([doc_id], chunks, self.kb.embedder.embed_documents([c.text for c in chunks]))
-        store.optimize()
-        prepared = PreparedQuery(query, query, " ".join([query, *identifier_tokens(query)]), {})
-        ranked, profile = self._rank(store, prepared, self._depth(top_k), mode, None)
-        result = self._gate(store, query, mode, top_k, ranked)
-        result.profile = profile
-        return result

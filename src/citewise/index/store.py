@@ -14,7 +14,7 @@ import numpy as np
 
 from citewise.errors import ValidationError
 from citewise.text import identifier_tokens
-from citewise.types import OWNER_RE, PUBLIC_OWNER, Chunk
+from citewise.types import Chunk, Owner
 
 # Metadata a caller may filter on. A fixed list, because field names are spliced into the filter expression.
 FILTERABLE_FIELDS = frozenset({"doc_id", "filename", "module", "chapter", "title", "source_url", "page"})
@@ -68,8 +68,8 @@ class VectorStore(Protocol):
     def lexical(self, text: str, limit: int, where: str | None, *, with_vectors: bool = False) -> list[Hit]:
         """Full-text (BM25) hits, best first, prefiltered; `with_vectors` also returns each hit's vector."""
 
-    def fetch(self, chunk_ids: Sequence[str]) -> dict[str, Chunk]:
-        """Full rows of these chunks (ids no longer present are simply missing)."""
+    def fetch(self, chunk_ids: Sequence[str], where: str | None = None) -> dict[str, Chunk]:
+        """Full rows of these chunks (ids no longer present, or outside `where`, are simply missing)."""
 
     def chunks(self, where: str | None = None) -> list[Chunk]:
         """Every chunk matching `where` (inspection and tests, not search)."""
@@ -87,14 +87,6 @@ class VectorStore(Protocol):
         """Fold new rows into the indexes (FTS, ANN past a size threshold) and compact; run after an ingest."""
 
 
-def validate_owner(owner: str | None) -> str | None:
-    if owner is None:
-        return None
-    if not OWNER_RE.match(owner):
-        raise ValidationError(f"Invalid owner id {owner!r}: use 1-128 letters, digits or the characters _ . @ -")
-    return owner
-
-
 def sql_literal(value: object) -> str:
     if isinstance(value, bool) or value is None:
         raise ValidationError(f"Unsupported filter value {value!r}")
@@ -108,14 +100,10 @@ def in_list(column: str, values: Sequence[object]) -> str:
     return f"{column} IN ({', '.join(sql_literal(v) for v in values)})"
 
 
-def build_where(owner: str | None, filters: Mapping[str, object] | None = None) -> str:
-    """The prefilter applied inside every query: the caller's owner scope plus exact-match metadata filters.
-
-    No owner means public documents only; an owner sees their own documents and the public ones.
-    """
-    owner = validate_owner(owner)
-    owners = [PUBLIC_OWNER] if owner in (None, PUBLIC_OWNER) else [PUBLIC_OWNER, owner]
-    clauses = [in_list("owner", owners)]
+def build_where(owner: Owner | str | None, filters: Mapping[str, object] | None = None) -> str:
+    """The prefilter applied inside every query and lookup: the caller's owner scope plus exact-match metadata
+    filters. Who sees what is `Owner.visible` (types.py); this is where it becomes part of a query."""
+    clauses = [in_list("owner", Owner.of(owner).visible)]
     for field, value in sorted((filters or {}).items()):
         if field not in FILTERABLE_FIELDS:
             allowed = ", ".join(sorted(FILTERABLE_FIELDS))

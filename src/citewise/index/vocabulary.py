@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from citewise.text import STOPWORDS, stem
-from citewise.types import PUBLIC_OWNER
+from citewise.types import Owner
 
 FILE = "vocabulary.json"
 FORMAT = 1
@@ -59,7 +59,7 @@ class Vocabulary:
     version: int = 0
     chunks: dict[str, int] = field(default_factory=dict)  # owner → chunk count
     counts: dict[str, dict[str, int]] = field(default_factory=dict)  # owner → word → chunks holding it
-    _views: dict[str | None, _View] = field(default_factory=dict, repr=False)
+    _views: dict[str | None, VocabularyView] = field(default_factory=dict, repr=False)
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
     @classmethod
@@ -96,22 +96,21 @@ class Vocabulary:
             pass
 
     # -- queries -------------------------------------------------------------------------------------------------
-    def view(self, owner: str | None) -> _View:
-        """What `owner` may see: public words plus their own (None: public only)."""
-        key = None if owner in (None, PUBLIC_OWNER) else owner
+    def view(self, owner: Owner | str | None) -> VocabularyView:
+        """The words of the documents `owner` sees (`Owner.visible`: public ones plus their own)."""
+        owner = Owner.of(owner)
         with self._lock:
-            cached = self._views.get(key)
+            cached = self._views.get(owner.id)
             if cached is None:
-                owners = [PUBLIC_OWNER] + ([key] if key else [])
                 merged: Counter[str] = Counter()
-                for name in owners:
+                for name in owner.visible:
                     merged.update(self.counts.get(name, {}))
-                total = sum(self.chunks.get(name, 0) for name in owners)
-                cached = self._views[key] = _View(dict(merged), total)
+                total = sum(self.chunks.get(name, 0) for name in owner.visible)
+                cached = self._views[owner.id] = VocabularyView(dict(merged), total)
             return cached
 
 
-class _View:
+class VocabularyView:
     """One owner's view of the vocabulary: word counts, stem counts, and spelling correction."""
 
     def __init__(self, counts: Mapping[str, int], chunks: int) -> None:

@@ -20,8 +20,6 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from filelock import FileLock, Timeout
-
 from citewise.errors import ConfigError, HomeBusyError
 
 log = logging.getLogger(__name__)
@@ -73,6 +71,8 @@ def write_lock(
     telling `on_wait` once who it waits for; raises HomeBusyError when it gives up or `cancelled()` says stop.
 
     Re-entrant within a thread (an ingest's own optimise step, a delete run by the server's writer)."""
+    from filelock import FileLock, Timeout  # only writers lock: a reader (search, ask) never pays this import
+
     prepare_home(home)
     lock = FileLock(home / LOCK_NAME, is_singleton=True, on_acquired=_holder_record)
     try:

@@ -14,18 +14,22 @@ know: they see one string, so they cut through code blocks and tables and merge 
    TEXT; a code block or table is never repeated in part.
 
 Chunks made only of text never exceed `chunk_size`; a chunk holding a code block or table may, up to
-`max_block_chars`. The output is a pure function of the input.
+`max_block_chars`. The output is a pure function of the input. `iter_chunks` / `make_chunks` turn the drafts into
+`Chunk`s: deterministic ids, the document's metadata, and the content hash that lets a re-ingest reuse vectors.
 """
 
 from __future__ import annotations
 
 import bisect
+import hashlib
 import re
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from itertools import groupby
 
-from citewise.types import Block, BlockKind
+from citewise.index.store import search_text
+from citewise.settings import IngestSettings
+from citewise.types import PUBLIC_OWNER, Block, BlockKind, Chunk, ParsedDocument, make_chunk_id
 
 
 @dataclass(frozen=True)
@@ -223,3 +227,82 @@ def _pack_lines(lines: Sequence[str], budget: int) -> list[list[str]]:
     if current:
         groups.append(current)
     return [group for group in groups if any(line.strip() for line in group)]
+
+
+# -- chunks: drafts with ids, metadata and content hashes ---------------------------------------------------------
+
+
+def digest(*parts: bytes | str) -> str:
+    h = hashlib.sha256()
+    for part in parts:
+        h.update(part if isinstance(part, bytes) else part.encode())
+        h.update(b"\0")
+    return h.hexdigest()
+
+
+def make_chunks(
+    doc: ParsedDocument,
+    ingest: IngestSettings,
+    *,
+    doc_id: str,
+    filename: str,
+    module: str = "",
+    source_url: str | None = None,
+    modified: str | None = None,
+    owner: str = PUBLIC_OWNER,
+) -> list[Chunk]:
+    """A parsed document's chunks with ids, metadata and content hashes."""
+    return list(
+        iter_chunks(
+            doc, ingest, doc_id=doc_id, filename=filename, module=module, source_url=source_url, modified=modified,
+            owner=owner,
+        )
+    )  # fmt: skip
+
+
+def iter_chunks(
+    doc: ParsedDocument,
+    ingest: IngestSettings,
+    *,
+    doc_id: str,
+    filename: str,
+    module: str = "",
+    source_url: str | None = None,
+    modified: str | None = None,
+    owner: str = PUBLIC_OWNER,
+) -> Iterator[Chunk]:
+    """The one place chunks are made, one at a time: a 50 MB document is never all chunks in memory."""
+    drafts = iter_chunk_drafts(
+        doc.blocks,
+        chunk_size=ingest.chunk_size,
+        chunk_overlap=ingest.chunk_overlap,
+        max_block_chars=ingest.max_block_chars,
+    )
+    for index, draft in enumerate(drafts):
+        chunk = Chunk(
+            chunk_id=make_chunk_id(doc_id, index),
+            doc_id=doc_id,
+            chunk_index=index,
+            text=draft.text,
+            filename=filename,
+            source_url=section_url(source_url, doc.anchors, draft.headings),
+            module=module,
+            chapter=" > ".join(draft.headings),
+            title=doc.title,
+            page=draft.page,
+            modified=modified,
+            owner=owner,
+        )
+        chunk.content_hash = digest(search_text(chunk))
+        yield chunk
+
+
+def section_url(url: str | None, anchors: dict[str, str], headings: tuple[str, ...]) -> str | None:
+    """The document's URL deep-linked to the nearest heading above a chunk that has an anchor (innermost first)."""
+    if not url or not anchors:
+        return url
+    for depth in range(len(headings), 0, -1):
+        fragment = anchors.get(" > ".join(headings[:depth]))
+        if fragment:
+            return url.split("#", 1)[0] + "#" + fragment
+    return url

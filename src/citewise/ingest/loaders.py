@@ -11,8 +11,8 @@ in and, for PDFs, on its page.
 - PDF: pypdf, text per page. reStructuredText: docutils doctree. Plain text: paragraphs.
 
 Every failure, including a parser's own exception, leaves `load_file` as an `IngestError` naming the file.
-trafilatura and pypdf are imported where they are used: together they take ~0.7 s to import, and the retriever
-imports this module for plain text only.
+trafilatura and pypdf are imported where they are used: together they take ~0.7 s to import. Plain text has a
+module of its own (plaintext.py), so what parses only plain text (the selected-text search) imports none of this.
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ import functools
 import io
 import re
 import textwrap
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from datetime import date, datetime
 from pathlib import Path
 from typing import Any
@@ -37,14 +37,16 @@ from markdown_it import MarkdownIt
 from markdown_it.token import Token
 
 from citewise.errors import IngestError
+from citewise.ingest.plaintext import normalize_newlines, paragraphs, parse_plain_text, prettify_stem
 from citewise.types import Block, BlockKind, ParsedDocument
+
+__all__ = ["SUPPORTED_SUFFIXES", "load_file", "parse_html", "parse_markdown", "parse_plain_text", "parse_rst"]
 
 SUPPORTED_SUFFIXES: frozenset[str] = frozenset({".md", ".markdown", ".mdx", ".html", ".htm", ".pdf", ".rst", ".txt"})
 
 # Front matter keys, first match wins. Modification dates come before `date`: a chunk's date says how fresh it is.
 _URL_KEYS = ("source_url", "url", "canonical_url", "canonical", "permalink", "link")
 _DATE_KEYS = ("last_updated", "last_modified", "lastmod", "modified", "updated", "date")
-_TITLE_FROM_FIRST_LINE_MAX = 80
 
 _WORD = re.compile(r"\w")
 _CODE_SPAN = re.compile(r"(`+)[^`\n]+?\1")
@@ -170,11 +172,6 @@ def decode_html(data: bytes, name: str) -> str:
 
 
 # -- metadata ----------------------------------------------------------------------------------------------------
-def _prettify_stem(filename: str) -> str:
-    stem = _WHITESPACE.sub(" ", re.sub(r"[-_.]+", " ", Path(filename).stem)).strip()
-    return stem[:1].upper() + stem[1:] if stem else filename
-
-
 def _jsonable(value: Any) -> Any:
     if isinstance(value, date | datetime):
         return value.isoformat()
@@ -249,18 +246,14 @@ def _markdown_parser(*, mdx: bool) -> MarkdownIt:
 
 def parse_markdown(text: str, *, source: str, filename: str, mdx: bool = False) -> ParsedDocument:
     """Markdown (or MDX) text → document. Front matter supplies title, source_url, date and metadata."""
-    meta, body = _split_front_matter(_normalize_newlines(text), filename)
+    meta, body = _split_front_matter(normalize_newlines(text), filename)
     if mdx:
         body = _strip_mdx(body)
     outline: list[tuple[int, str]] = []
     blocks, first_h1 = _markdown_blocks(body, mdx=mdx, outline=outline)
     fields = _document_fields(meta)
-    fields["title"] = fields["title"] or first_h1 or _prettify_stem(filename)
+    fields["title"] = fields["title"] or first_h1 or prettify_stem(filename)
     return ParsedDocument(source=source, filename=filename, blocks=blocks, outline=outline, **fields)
-
-
-def _normalize_newlines(text: str) -> str:
-    return text.replace("\r\n", "\n").replace("\r", "\n")
 
 
 def _unescape_markdown(text: str) -> str:
@@ -489,7 +482,7 @@ def parse_html(html: str, *, source: str, filename: str) -> ParsedDocument:
     return ParsedDocument(
         source=source,
         filename=filename,
-        title=page_title or first_h1 or _prettify_stem(filename),
+        title=page_title or first_h1 or prettify_stem(filename),
         blocks=blocks,
         metadata={"extractor": extractor},
         outline=outline,
@@ -569,23 +562,16 @@ def _parse_pdf(data: bytes, *, source: str, filename: str) -> ParsedDocument:
     blocks = [
         Block(text=paragraph, page=number)
         for number, text in enumerate(pages, 1)
-        for paragraph in _paragraphs(text.replace("\x00", ""))
+        for paragraph in paragraphs(text.replace("\x00", ""))
     ]
     title = str(info_title).strip() if info_title else ""
     return ParsedDocument(
         source=source,
         filename=filename,
-        title=title or _prettify_stem(filename),
+        title=title or prettify_stem(filename),
         blocks=blocks,
         metadata={"pages": len(pages)},
     )
-
-
-def _paragraphs(text: str) -> Iterator[str]:
-    for paragraph in _BLANK_LINES.split(_normalize_newlines(text)):
-        paragraph = "\n".join(line.rstrip() for line in paragraph.strip().split("\n"))
-        if paragraph:
-            yield paragraph
 
 
 # -- reStructuredText --------------------------------------------------------------------------------------------
@@ -626,7 +612,7 @@ def parse_rst(text: str, *, source: str, filename: str) -> ParsedDocument:
     return ParsedDocument(
         source=source,
         filename=filename,
-        title=title or _prettify_stem(filename),
+        title=title or prettify_stem(filename),
         blocks=blocks,
         date=doc_date,
         metadata=metadata,
@@ -727,15 +713,3 @@ def _rst_table(node: Any) -> str:
 
 
 # -- plain text --------------------------------------------------------------------------------------------------
-def parse_plain_text(text: str, *, source: str, filename: str, title: str = "") -> ParsedDocument:
-    """Plain text → one TEXT block per paragraph (paragraphs are separated by blank lines)."""
-    paragraphs = list(_paragraphs(text))
-    if not title and paragraphs:
-        first_line = paragraphs[0].split("\n", 1)[0].strip()
-        title = first_line if len(first_line) <= _TITLE_FROM_FIRST_LINE_MAX else ""
-    return ParsedDocument(
-        source=source,
-        filename=filename,
-        title=title or _prettify_stem(filename),
-        blocks=[Block(text=p) for p in paragraphs],
-    )

@@ -18,7 +18,6 @@
 
 from __future__ import annotations
 
-import hashlib
 import json
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
@@ -30,14 +29,20 @@ from pydantic import BaseModel, Field
 
 from citewise.errors import ConfigError, IngestError
 from citewise.index.knowledge_base import KnowledgeBase
-from citewise.index.lancedb_store import search_text
 from citewise.index.registry import now_iso
-from citewise.index.store import validate_owner
-from citewise.ingest.chunking import iter_chunk_drafts
+from citewise.index.store import search_text
+from citewise.ingest.chunking import digest, iter_chunks, make_chunks
 from citewise.ingest.globs import any_match
 from citewise.ingest.loaders import SUPPORTED_SUFFIXES, load_file
-from citewise.settings import IngestSettings
-from citewise.types import PUBLIC_OWNER, Chunk, DocStatus, DocumentRecord, ParsedDocument, make_chunk_id, make_doc_id
+from citewise.types import (
+    PUBLIC_OWNER,
+    Chunk,
+    DocStatus,
+    DocumentRecord,
+    Owner,
+    ParsedDocument,
+    make_doc_id,
+)
 
 # Folders nobody means to ingest; skipping them keeps `citewise ingest .` sane.
 SKIP_DIRS = frozenset({".git", ".hg", ".svn", ".venv", "venv", "node_modules", "__pycache__", ".citewise"})
@@ -127,14 +132,6 @@ class _Batch:
         self.docs = [d for d in self.docs if d is not doc]
 
 
-def _digest(*parts: bytes | str) -> str:
-    h = hashlib.sha256()
-    for part in parts:
-        h.update(part if isinstance(part, bytes) else part.encode())
-        h.update(b"\0")
-    return h.hexdigest()
-
-
 def discover(
     paths: Sequence[Path],
     globs: Sequence[str],
@@ -175,74 +172,6 @@ def discover(
     return sorted(found.values(), key=lambda rf: str(rf[1]))
 
 
-def make_chunks(
-    doc: ParsedDocument,
-    ingest: IngestSettings,
-    *,
-    doc_id: str,
-    filename: str,
-    module: str = "",
-    source_url: str | None = None,
-    modified: str | None = None,
-    owner: str = PUBLIC_OWNER,
-) -> list[Chunk]:
-    """A parsed document's chunks with ids, metadata and content hashes."""
-    return list(
-        iter_chunks(
-            doc, ingest, doc_id=doc_id, filename=filename, module=module, source_url=source_url, modified=modified,
-            owner=owner,
-        )
-    )  # fmt: skip
-
-
-def iter_chunks(
-    doc: ParsedDocument,
-    ingest: IngestSettings,
-    *,
-    doc_id: str,
-    filename: str,
-    module: str = "",
-    source_url: str | None = None,
-    modified: str | None = None,
-    owner: str = PUBLIC_OWNER,
-) -> Iterator[Chunk]:
-    """The one place chunks are made, one at a time: a 50 MB document is never all chunks in memory."""
-    drafts = iter_chunk_drafts(
-        doc.blocks,
-        chunk_size=ingest.chunk_size,
-        chunk_overlap=ingest.chunk_overlap,
-        max_block_chars=ingest.max_block_chars,
-    )
-    for index, draft in enumerate(drafts):
-        chunk = Chunk(
-            chunk_id=make_chunk_id(doc_id, index),
-            doc_id=doc_id,
-            chunk_index=index,
-            text=draft.text,
-            filename=filename,
-            source_url=section_url(source_url, doc.anchors, draft.headings),
-            module=module,
-            chapter=" > ".join(draft.headings),
-            title=doc.title,
-            page=draft.page,
-            modified=modified,
-            owner=owner,
-        )
-        chunk.content_hash = _digest(search_text(chunk))
-        yield chunk
-
-
-def section_url(url: str | None, anchors: dict[str, str], headings: tuple[str, ...]) -> str | None:
-    """The document's URL deep-linked to the nearest heading above a chunk that has an anchor (innermost first)."""
-    if not url or not anchors:
-        return url
-    for depth in range(len(headings), 0, -1):
-        fragment = anchors.get(" > ".join(headings[:depth]))
-        if fragment:
-            return url.split("#", 1)[0] + "#" + fragment
-    return url
-
-
 def _source_url(base_url: str | None, relative: str) -> str | None:
     if not base_url:
         return None
@@ -264,7 +193,7 @@ class Ingestor:
         self,
         kb: KnowledgeBase,
         *,
-        owner: str = PUBLIC_OWNER,
+        owner: Owner | str = PUBLIC_OWNER,
         progress: Progress | None = None,
         reassign_owner: bool = False,
         wait_s: float | None = None,
@@ -273,7 +202,7 @@ class Ingestor:
     ) -> None:
         self.kb = kb
         self.settings = kb.settings
-        self.owner = validate_owner(owner) or PUBLIC_OWNER
+        self.owner = Owner.of(owner).id
         self.progress = progress or (lambda stage, done, total: None)
         self.reassign_owner = reassign_owner
         self._wait_s = wait_s
@@ -331,7 +260,7 @@ class Ingestor:
                     path="",
                     filename=doc.filename,
                     module="",
-                    file_hash=_digest(doc.title, content, self._fingerprint, self.owner, *linked),
+                    file_hash=digest(doc.title, content, self._fingerprint, self.owner, *linked),
                     load=lambda doc=doc: doc,
                     mtime_iso=doc.date,
                     relative=doc.source,
@@ -431,7 +360,7 @@ class Ingestor:
             path=source,
             filename=file.name,
             module=parts[0] if len(parts) > 1 else "",
-            file_hash=_digest(content, self._fingerprint, self.owner),
+            file_hash=digest(content, self._fingerprint, self.owner),
             load=load,
             mtime_iso=datetime.fromtimestamp(stat.st_mtime, UTC).date().isoformat(),
             relative=relative,

@@ -1,8 +1,9 @@
 """Chat models from "provider:model" specs, and the client the agent calls them through.
 
 Owns: turning a spec into a LangChain chat model (`create_chat_model`: vendors via `init_chat_model`, "local" via
-local.py), mapping vendor exceptions onto Citewise's error tree (`classify_error`), and `LLMClient`, which wraps
-every call in the library's retry (exponential backoff + jitter) and fallback runnables:
+local.py) and `LLMClient`, which maps vendor exceptions onto Citewise's error tree (`classify_provider_error`, in
+errors.py: embeddings use the same) and wraps every call in the library's retry (exponential backoff + jitter) and
+fallback runnables:
 
     primary ──retry×N──▶ fallback 1 ──retry×N──▶ fallback 2 … (only on RateLimited / ProviderUnavailable /
                                                                   ProviderTimeout; other errors end the call)
@@ -13,9 +14,7 @@ Which model answered is recorded in `LLMClient.last_model` and in the reply's `r
 from __future__ import annotations
 
 import asyncio
-import email.utils
 import logging
-import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -34,7 +33,9 @@ from citewise.errors import (
     ProviderTimeout,
     ProviderUnavailable,
     RateLimited,
+    classify_provider_error,
 )
+from citewise.settings import QUOTE_ANSWERER
 
 if TYPE_CHECKING:
     from langchain_core.tools import BaseTool
@@ -85,7 +86,7 @@ def create_chat_model(settings: Settings, spec: str) -> BaseChatModel:
     The settings' `llm_api_key` is given only to the primary (settings.llm); fallbacks read the vendor's variable.
     """
     spec = spec.strip()
-    if spec == "extractive":
+    if spec == QUOTE_ANSWERER:
         raise ConfigError('"extractive" is quote mode, which uses no chat model; pick "local" or "provider:model".')
     cache = _cache_for(settings, spec)
     if spec == "local":
@@ -155,73 +156,6 @@ def _vendor_kwargs(settings: Settings, provider: str, *, is_primary: bool) -> di
         # ChatGroq has no seed field, but Groq's API takes one; model_kwargs go into the request body.
         kwargs["model_kwargs"] = {"seed": gen.seed}
     return kwargs
-
-
-_RATE_WORDS = ("rate limit", "ratelimit", "rate_limit", "quota", "resource exhausted", "resourceexhausted",
-               "too many requests", "429")  # fmt: skip
-_TIMEOUT_WORDS = ("timeout", "timed out", "deadline exceeded", "deadlineexceeded")
-_UNAVAILABLE_WORDS = ("unavailable", "overloaded", "internal server error", "bad gateway", "connection",
-                      "connect error", "remote end closed", "500", "502", "503", "529")  # fmt: skip
-
-
-def _status_code(exc: BaseException) -> int | None:
-    for candidate in (exc, getattr(exc, "response", None)):
-        for attr in ("status_code", "status", "code", "http_status"):
-            value = getattr(candidate, attr, None)
-            if isinstance(value, int) and 100 <= value <= 599:
-                return value
-    return None
-
-
-def retry_after(exc: BaseException) -> float | None:
-    """Seconds the vendor asked us to wait (`retry-after-ms`, `retry-after` in seconds or as an HTTP date), from the
-    HTTP response the SDK's exception carries; None when it sent none."""
-    headers = getattr(getattr(exc, "response", None), "headers", None)
-    if headers is None:
-        return None
-    try:
-        if (ms := headers.get("retry-after-ms")) is not None:
-            return max(0.0, float(ms) / 1000)
-        value = headers.get("retry-after")
-        if value is None:
-            return None
-        try:
-            return max(0.0, float(value))
-        except ValueError:
-            when = email.utils.parsedate_to_datetime(value)
-            return max(0.0, when.timestamp() - time.time())
-    except (TypeError, ValueError, OverflowError):
-        return None
-
-
-def classify_error(exc: BaseException) -> ProviderError:
-    """Map any vendor/transport exception to RateLimited, ProviderTimeout, ProviderUnavailable or a plain,
-    non-retryable ProviderError. Works on status codes and exception names/messages, so no vendor package is needed.
-    """
-    if isinstance(exc, ProviderError):
-        return exc
-    name = type(exc).__name__
-    detail = str(exc).strip() or name
-    message = f"{name}: {detail}"[:500]
-    haystack = f"{name} {detail}".lower()
-    status = _status_code(exc)
-
-    wait = retry_after(exc)
-    if status == 429:
-        return RateLimited(message, retry_after_s=wait)
-    if status in (408, 504) or isinstance(exc, TimeoutError | asyncio.TimeoutError):
-        return ProviderTimeout(message)
-    if status is not None and status >= 500:
-        return ProviderUnavailable(message, retry_after_s=wait)
-    if status is not None and 400 <= status < 500:
-        return ProviderError(message, retryable=False)
-    if any(word in haystack for word in _RATE_WORDS):
-        return RateLimited(message)
-    if any(word in haystack for word in _TIMEOUT_WORDS):
-        return ProviderTimeout(message)
-    if isinstance(exc, ConnectionError) or any(word in haystack for word in _UNAVAILABLE_WORDS):
-        return ProviderUnavailable(message)
-    return ProviderError(message, retryable=False)
 
 
 def _retryable(exc: BaseException) -> bool:
@@ -298,7 +232,7 @@ class LLMClient:
                 if isinstance(exc, TimeoutError) and not str(exc):
                     error: ProviderError = ProviderTimeout(f"{spec} did not answer within {limit:g}s.")
                 else:
-                    error = classify_error(exc)
+                    error = classify_provider_error(exc)
                 outcome.last_error = error
                 log.warning("LLM call to %s failed (%s): %s", spec, type(error).__name__, error)
                 raise error from exc

@@ -26,10 +26,10 @@ import json
 import re
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from langchain_core.tools import BaseTool
-from langchain_core.utils.function_calling import convert_to_openai_tool
+if TYPE_CHECKING:
+    from langchain_core.tools import BaseTool
 
 
 @dataclass(frozen=True)
@@ -64,8 +64,16 @@ class FinalAction:
 Action = ToolAction | FinalAction
 
 
+def _tool_spec(tool: BaseTool | dict[str, Any]) -> dict[str, Any]:
+    # LangChain's schema conversion loads its tracing stack (a third of a second): only the instructions need it,
+    # never the parser, which quote mode's runs and the server's stream use.
+    from langchain_core.utils.function_calling import convert_to_openai_tool
+
+    return convert_to_openai_tool(tool)["function"]
+
+
 def _describe_arguments(tool: BaseTool | dict[str, Any]) -> tuple[str, str, str]:
-    spec = convert_to_openai_tool(tool)["function"]
+    spec = _tool_spec(tool)
     params = spec.get("parameters", {}) or {}
     required = set(params.get("required", []))
     parts = []
@@ -79,7 +87,7 @@ def _describe_arguments(tool: BaseTool | dict[str, Any]) -> tuple[str, str, str]
 
 
 def _example_call(tool: BaseTool | dict[str, Any]) -> str:
-    spec = convert_to_openai_tool(tool)["function"]
+    spec = _tool_spec(tool)
     params = spec.get("parameters", {}) or {}
     placeholders = {"integer": 5, "number": 1.0, "boolean": True, "array": [], "object": {}}
     example = {

@@ -19,7 +19,7 @@ import re
 from dataclasses import dataclass
 from enum import StrEnum
 
-from citewise.text import STOPWORDS, content_terms, content_words, identifiers
+from citewise.text import SENTENCE_END_RE, STOPWORDS, content_terms, content_words, identifiers
 
 
 class QuestionKind(StrEnum):
@@ -90,7 +90,6 @@ _INTERROGATIVE = (
 )
 # "Quick question:" / "According to the user guide," / "In Citewise," before the question word itself.
 _LEAD_CLAUSE_RE = re.compile(rf"^[^,:;?]{{1,60}}[,:;]\s+(?={_INTERROGATIVE}\b)", re.I)
-_SENTENCE_END_RE = re.compile(r"(?<=[.!?])\s+(?=\S)")
 # "… and how do I …", "…, and what is …", "…; where …": a second question joined to the first.
 _PART_SPLIT_RE = re.compile(
     rf"(?:\?\s+|[,;]\s*(?:and\s+|also\s+)?|\s+and\s+(?:also\s+)?|\s+also\s+)(?={_INTERROGATIVE}\b)", re.I
@@ -126,7 +125,7 @@ def question_focus(question: str) -> str:
     """The question itself without the conversation around it: of several sentences the ones that ask ("I'm new
     here. How do I …?" → "How do I …?"), then without a short leading clause before the question word ("According
     to the user guide, how …" → "how …"). Returns `question` unchanged when nothing is to strip."""
-    parts = [p for p in _SENTENCE_END_RE.split(question.strip()) if p.strip()]
+    parts = [p for p in SENTENCE_END_RE.split(question.strip()) if p.strip()]
     asking = [p for p in parts if p.rstrip().endswith("?")]
     focus = " ".join(asking) if asking and len(asking) < len(parts) else question.strip()
     stripped = _LEAD_CLAUSE_RE.sub("", focus, count=1)

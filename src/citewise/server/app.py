@@ -31,8 +31,10 @@ from fastapi.staticfiles import StaticFiles
 from uvicorn.middleware.proxy_headers import ProxyHeadersMiddleware
 
 from citewise import __version__
+from citewise.agent.limits import retry_after
 from citewise.errors import CitewiseError
 from citewise.index.knowledge_base import KnowledgeBase
+from citewise.index.retriever import Retriever
 from citewise.server.auth import RateLimiter
 from citewise.server.deps import ServerState
 from citewise.server.gate import RequestGate
@@ -66,6 +68,7 @@ def create_app(
     state = ServerState(
         settings=settings,
         kb=kb,
+        retriever=getattr(citewise, "retriever", None) or Retriever(kb),
         metrics=Metrics(),
         limiter=RateLimiter(settings.server.rate_limit_per_minute),
         auth_failures=RateLimiter(settings.server.auth_failures_per_minute),
@@ -152,7 +155,7 @@ async def _citewise_error(request: Request, exc: Exception) -> JSONResponse:
     code, kind, detail = map_error(exc)
     if code >= 500:
         log.error("%s %s failed: %s: %s", request.method, request.url.path, type(exc).__name__, exc, exc_info=exc)
-    headers = {"Retry-After": "30"} if code == 429 else None
+    headers = {"Retry-After": retry_after(exc)} if code == 429 else None
     # A 422 has one shape, whoever found the problem: FastAPI's list of {loc, msg, type} (the OpenAPI schema's).
     body = [{"loc": ["body"], "msg": detail, "type": kind}] if code == 422 else detail
     return JSONResponse(_printable({"detail": body, "type": kind}), status_code=code, headers=headers)

@@ -21,17 +21,13 @@ from dataclasses import dataclass
 
 from fastapi import HTTPException, status
 
-from citewise.types import PUBLIC_OWNER
+from citewise.types import PUBLIC, Owner
 
 
 @dataclass(frozen=True)
 class Caller:
-    owner: str
+    owner: Owner  # whose documents this caller sees (Owner.sees), and owns
     key_id: str | None  # a non-secret label for the key (used for rate limiting and logs), None without keys
-
-    @property
-    def authenticated(self) -> bool:
-        return self.key_id is not None
 
 
 def presented_key(headers: Mapping[str, str]) -> str | None:
@@ -45,7 +41,7 @@ def presented_key(headers: Mapping[str, str]) -> str | None:
 def resolve_caller(headers: Mapping[str, str], api_keys: dict[str, str]) -> Caller:
     """The caller's owner; 401 when keys are configured and none (or an unknown one) was presented."""
     if not api_keys:
-        return Caller(owner=PUBLIC_OWNER, key_id=None)
+        return Caller(owner=PUBLIC, key_id=None)
     key = presented_key(headers)
     if key is None:
         raise HTTPException(
@@ -56,7 +52,7 @@ def resolve_caller(headers: Mapping[str, str], api_keys: dict[str, str]) -> Call
     for candidate, owner in api_keys.items():
         # Constant-time comparison: response timing must not reveal how much of a key was right.
         if hmac.compare_digest(candidate.encode(), key.encode()):
-            return Caller(owner=owner, key_id=_key_label(candidate))
+            return Caller(owner=Owner.of(owner), key_id=_key_label(candidate))
     raise HTTPException(status.HTTP_401_UNAUTHORIZED, detail="Invalid API key.", headers={"WWW-Authenticate": "Bearer"})
 
 

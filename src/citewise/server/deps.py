@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 from fastapi import Depends, Request
 
 from citewise.index.knowledge_base import KnowledgeBase
+from citewise.index.retriever import Retriever
 from citewise.server.auth import Caller, RateLimiter
 from citewise.server.gate import caller_of
 from citewise.server.metrics import Metrics
@@ -35,6 +36,7 @@ log = logging.getLogger(__name__)
 class ServerState:
     settings: Settings
     kb: KnowledgeBase
+    retriever: Retriever  # lookups the routes make themselves (opening a chunk), owner-scoped
     metrics: Metrics
     limiter: RateLimiter
     auth_failures: RateLimiter  # failed key checks, per client address

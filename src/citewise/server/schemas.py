@@ -7,10 +7,9 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from citewise.types import AnswerStyle, SectionRef
+from citewise.types import MAX_SELECTED_TEXT_CHARS, AnswerStyle, SectionRef
 
 MAX_MESSAGE_CHARS = 10_000
-MAX_SELECTED_TEXT_CHARS = 10_000
 MAX_HISTORY_TURNS = 100  # the agent keeps only what fits agent.max_context_chars anyway
 
 

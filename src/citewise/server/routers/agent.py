@@ -9,7 +9,7 @@ The one rule a client needs: the tokens after the last `discard` are the answer 
 replaces streamed text — a new model call after a draft (reprompt, a lookup after an aside, a regeneration, a retry
 or fallback after a failure mid-stream), the forced synthesis, a grounded answer that differs from the draft, a run
 that failed — sends `discard` from one place (`_TokenFilter`), so no path can forget to. docs/server.md shows the
-frames.
+frames. Which model tokens are answer text at all is the agent's knowledge (`ReplyStream`): the router only relays.
 """
 
 from __future__ import annotations
@@ -19,65 +19,64 @@ import logging
 import re
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 from fastapi import APIRouter, Depends
 from fastapi.sse import EventSourceResponse, ServerSentEvent
 
-from citewise.errors import RateLimited
+from citewise.agent.flow import ANSWER_NODE
+from citewise.agent.limits import EXIT_REASONS, exit_reason_for
+from citewise.agent.reply import ReplyStream
 from citewise.server.deps import CallerDep, StateDep, agent_session_id, answer_json
 from citewise.server.http_errors import map_error
 from citewise.server.schemas import GATE_ERRORS, AgentRequest, error_responses
-from citewise.types import Answer, ExitReason, Status, TraceEvent
+from citewise.types import Answer, ExitReason, RunRequest, Status, TraceEvent, TraceKind
+
+if TYPE_CHECKING:
+    from citewise.agent.runner import Citewise
 
 log = logging.getLogger(__name__)
 router = APIRouter(prefix="/api/agent", tags=["agent"])
 _ERRORS = (*GATE_ERRORS, 400, 502, 503, 504)
 
-# The graph node whose model calls write the answer; tokens from other nodes (the planner) are not answer text.
-ANSWER_NODE = "llm"
 _WORD = re.compile(r"\s*\S+\s*|\s+")
-
-
-def run_options(body: AgentRequest, owner: str, thread_id: str) -> dict[str, Any]:
-    return {
-        "owner": owner,
-        "selected_text": body.selected_text,
-        "history": [m.model_dump() for m in body.history] if body.history else None,
-        "style": body.style,
-        "mode": body.mode,
-        "session_id": thread_id,
-        "trace": body.return_trace,
-    }
-
-
-@router.post("/run", summary="Ask a question; returns the full Answer", responses=error_responses(*_ERRORS))
-async def run(body: AgentRequest, caller: CallerDep, state: StateDep) -> dict[str, Any]:
-    session_id, thread_id = agent_session_id(caller, body.session_id)
-    agent = await state.agent()
-    answer = await agent.aask(body.question, **run_options(body, caller.owner, thread_id))
-    state.metrics.observe_answer(answer)
-    log_failure(answer, session_id)
-    return answer_json(answer, session_id=session_id, include_trace=body.return_trace)
 
 
 @dataclass
 class _PreparedRun:
-    agent: Any
-    question: str
-    options: dict[str, Any]
-    session_id: str
-    return_trace: bool
+    agent: Citewise
+    request: RunRequest
+    session_id: str  # the one the client sees (the request holds the owner-scoped thread id)
 
 
-async def _prepare_stream(body: AgentRequest, caller: CallerDep, state: StateDep) -> _PreparedRun:
-    """Validate before the first byte (a dependency runs before the response starts; the generator doesn't): a bad
-    request gets its 4xx, not a 200 stream that ends in an error event."""
+async def _prepare(body: AgentRequest, caller: CallerDep, state: StateDep) -> _PreparedRun:
+    """The body as the agent's `RunRequest`, validated once, before the first byte: a dependency runs before the
+    response starts (a stream's generator doesn't), so a bad request gets its 4xx, not a 200 stream that ends in an
+    error event."""
     session_id, thread_id = agent_session_id(caller, body.session_id)
     agent = await state.agent()
-    options = run_options(body, caller.owner, thread_id)
-    agent.prepare(body.question, **options)
-    return _PreparedRun(agent, body.question, options, session_id, body.return_trace)
+    request = agent.request(
+        body.question,
+        owner=caller.owner,
+        selected_text=body.selected_text,
+        history=body.history,
+        style=body.style,
+        mode=body.mode,
+        session_id=thread_id,
+        trace=body.return_trace,
+    )
+    return _PreparedRun(agent, request, session_id)
+
+
+PreparedDep = Annotated[_PreparedRun, Depends(_prepare)]
+
+
+@router.post("/run", summary="Ask a question; returns the full Answer", responses=error_responses(*_ERRORS))
+async def run(run: PreparedDep, state: StateDep) -> dict[str, Any]:
+    answer = await run.agent.arun(run.request)
+    state.metrics.observe_answer(answer)
+    log_failure(answer, run.session_id)
+    return answer_json(answer, session_id=run.session_id, include_trace=run.request.trace)
 
 
 @router.post(
@@ -86,15 +85,13 @@ async def _prepare_stream(body: AgentRequest, caller: CallerDep, state: StateDep
     summary="Ask a question; streams trace, token and citation events, then one complete or error event",
     responses=error_responses(*_ERRORS, streaming=True),
 )
-async def stream(
-    run: Annotated[_PreparedRun, Depends(_prepare_stream)], state: StateDep
-) -> AsyncIterator[ServerSentEvent]:
+async def stream(run: PreparedDep, state: StateDep) -> AsyncIterator[ServerSentEvent]:
     agent, session_id = run.agent, run.session_id
     events: asyncio.Queue[tuple[str, Any]] = asyncio.Queue()
 
     async def produce() -> None:
         try:
-            async for event in agent.astream_events(run.question, **run.options):
+            async for event in agent.astream_events(run.request):
                 await events.put(("event", event))
         except Exception as exc:
             await events.put(("error", exc))
@@ -137,7 +134,7 @@ async def stream(
         for citation in answer.citations:
             yield ServerSentEvent(event="citation", data=citation.model_dump(mode="json"))
         yield ServerSentEvent(
-            event="complete", data=answer_json(answer, session_id=session_id, include_trace=run.return_trace)
+            event="complete", data=answer_json(answer, session_id=session_id, include_trace=run.request.trace)
         )
     finally:
         if not ended:  # the client went away (or the server is stopping): stop the run
@@ -149,16 +146,14 @@ async def stream(
 
 
 class _TokenFilter:
-    """Decides which model tokens are answer text, and when shown text must be discarded. A model without native
-    tool calling writes JSON actions (`{"type": "final", ...}`); those are held back, and the answer they carry is
-    sent once the run has read it."""
+    """What a client shows, and when shown text must be discarded. Which model tokens are answer text at all is
+    the agent's `ReplyStream` (a JSON action is held back; the answer it carries is sent once the run has read it).
+    """
 
     def __init__(self) -> None:
-        self.sent = 0
         self.shown = ""  # the token text a client shows now: everything since the last discard
         self.last_step = ""  # the type of the last trace event: why a new draft starts
-        self._held: dict[str, list[str]] = {}  # run id → leading text not yet classified
-        self._verdict: dict[str, bool] = {}  # run id → its tokens are answer text
+        self.replies = ReplyStream()
 
     def show(self, text: str) -> str:
         self.shown += text
@@ -173,30 +168,6 @@ class _TokenFilter:
         (sent back, an aside before a lookup, an empty or failed reply asked again)."""
         return [self.discard(self.last_step or "new_draft")] if self.shown else []
 
-    def feed(self, run_id: str, text: str) -> list[str]:
-        verdict = self._verdict.get(run_id)
-        if verdict is None:
-            held = self._held.setdefault(run_id, [])
-            held.append(text)
-            lead = "".join(held).lstrip()
-            if len(lead) < 7 and not (lead and lead[0] not in "{`"):
-                return []  # not enough yet to tell prose from a JSON action
-            verdict = self._verdict[run_id] = not (lead.startswith("{") or lead.startswith("```json"))
-            out = self._held.pop(run_id) if verdict else []
-        else:
-            out = [text] if verdict else []
-        self.sent += len(out)
-        return out
-
-    def flush(self, run_id: str) -> list[str]:
-        """The model call ended: short held text that is not a JSON action is answer text after all."""
-        held = self._held.pop(run_id, [])
-        lead = "".join(held).lstrip()
-        if not held or lead.startswith("{") or lead.startswith("```"):
-            return []
-        self.sent += len(held)
-        return held
-
 
 def _translate(event: dict[str, Any], tokens: _TokenFilter) -> list[ServerSentEvent]:
     kind = event.get("event")
@@ -205,9 +176,9 @@ def _translate(event: dict[str, Any], tokens: _TokenFilter) -> list[ServerSentEv
         return tokens.model_started()
     if kind == "on_chat_model_stream" and in_answer_node:
         text = _text(event.get("data", {}).get("chunk"))
-        return [_token(tokens.show(t)) for t in tokens.feed(event.get("run_id", ""), text)] if text else []
+        return [_token(tokens.show(t)) for t in tokens.replies.feed(event.get("run_id", ""), text)] if text else []
     if kind == "on_chat_model_end" and in_answer_node:
-        return [_token(tokens.show(t)) for t in tokens.flush(event.get("run_id", ""))]
+        return [_token(tokens.show(t)) for t in tokens.replies.flush(event.get("run_id", ""))]
     if kind == "on_custom_event" and event.get("name") == "trace":
         data = event.get("data")
         trace = data if isinstance(data, TraceEvent) else TraceEvent.model_validate(data)
@@ -247,8 +218,8 @@ def _error_event(failure: BaseException | None, session_id: str) -> ServerSentEv
         code, kind, detail = map_error(failure)
         level = logging.WARNING if code < 500 else logging.ERROR
         log.log(level, "Stream %s failed: %s: %s", session_id, type(failure).__name__, failure, exc_info=failure)
-    # The exit reasons are the agent's; a run that raised instead of ending gets the catch-all one.
-    reason = ExitReason.RATE_LIMITED if isinstance(failure, RateLimited) else ExitReason.LLM_ERROR
+    # The exit reasons are the agent's: a run that raised instead of ending gets one too, and with it its row.
+    reason = exit_reason_for(failure) if failure is not None else ExitReason.LLM_ERROR
     return ServerSentEvent(
         event="error",
         data={
@@ -256,7 +227,7 @@ def _error_event(failure: BaseException | None, session_id: str) -> ServerSentEv
             "type": kind,
             "status": code,
             "message": detail,
-            "retryable": code in (429, 502, 503, 504),
+            "retryable": EXIT_REASONS[reason].retryable,
             "session_id": session_id,
         },
     )
@@ -267,17 +238,22 @@ def _reap(task: asyncio.Task) -> None:
         log.warning("A cancelled stream ended with %r", task.exception())
 
 
-_FAILURE_TRACE = {"fallback", "retrieval_failure", "llm_error", "exit", "generation_failure", "invalid_tool_call"}
+_FAILURE_TRACE = {
+    TraceKind.FALLBACK,
+    TraceKind.RETRIEVAL_FAILURE,
+    TraceKind.LLM_ERROR,
+    TraceKind.EXIT,
+    TraceKind.GENERATION_FAILURE,
+    TraceKind.INVALID_TOOL_CALL,
+}
 
 
 def log_failure(answer: Answer, session_id: str) -> None:
     """Runs that failed are logged with the steps that explain why (the client only sees the exit reason)."""
-    if answer.exit_reason in (ExitReason.RATE_LIMITED, ExitReason.LLM_ERROR) or any(
-        e.type == "retrieval_failure" and e.data.get("action") == "refuse" for e in answer.trace
-    ):
+    if answer.exit_reason in (ExitReason.RATE_LIMITED, ExitReason.LLM_ERROR) or answer.retrieval_failure:
         log.warning(
             "Run %s ended %s: %s",
             session_id,
             answer.exit_reason,
-            [e.model_dump() for e in answer.trace if e.type in _FAILURE_TRACE],
+            [e.model_dump(mode="json") for e in answer.trace if e.type in _FAILURE_TRACE],
         )

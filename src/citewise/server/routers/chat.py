@@ -11,7 +11,7 @@ from fastapi import APIRouter, HTTPException, status
 from citewise.errors import ProviderError, RetrievalError, ValidationError
 from citewise.server.deps import CallerDep, StateDep, agent_session_id
 from citewise.server.schemas import GATE_ERRORS, ChatRequest, ChatResponse, SourceChunk, error_responses
-from citewise.types import Answer, ExitReason, Status
+from citewise.types import Answer, ExitReason, TraceKind
 
 log = logging.getLogger(__name__)
 router = APIRouter(tags=["chat"], responses=error_responses(*GATE_ERRORS))
@@ -22,8 +22,6 @@ TECHNICAL_DIFFICULTIES = (
 SERVICE_INTERRUPTION = (
     "The documentation search is facing a temporary service interruption. Please try again in a few minutes."
 )
-# Retrieval failures the agent records in its trace (and answers with status error) that mean "index unreachable".
-_UNREACHABLE = {"connection_error", "service_unavailable"}
 
 
 @router.post(
@@ -37,9 +35,10 @@ async def chat(body: ChatRequest, caller: CallerDep, state: StateDep) -> ChatRes
     session_id, thread_id = agent_session_id(caller, body.session_id)
     try:
         agent = await state.agent()
-        answer = await agent.aask(
+        request = agent.request(
             body.message, owner=caller.owner, selected_text=body.selected_text, session_id=thread_id, trace=True
         )
+        answer = await agent.arun(request)
     except ValidationError:
         raise  # the caller's mistake: 422 with the reason
     except RetrievalError:
@@ -54,7 +53,7 @@ async def chat(body: ChatRequest, caller: CallerDep, state: StateDep) -> ChatRes
     if answer.exit_reason in (ExitReason.RATE_LIMITED, ExitReason.LLM_ERROR):
         log.warning("/chat: every model failed (session %s): %s", session_id, _failure_trace(answer))
         return ChatResponse(response=TECHNICAL_DIFFICULTIES, session_id=session_id, source_chunks=[])
-    if _index_unreachable(answer):
+    if answer.retrieval_failure is not None and answer.retrieval_failure.is_outage:
         log.warning("/chat: the index is unreachable (session %s): %s", session_id, _failure_trace(answer))
         return ChatResponse(response=SERVICE_INTERRUPTION, session_id=session_id, source_chunks=[])
     return ChatResponse(
@@ -99,14 +98,6 @@ def source_chunks(answer: Answer) -> list[SourceChunk]:
     return out
 
 
-def _index_unreachable(answer: Answer) -> bool:
-    if answer.status != Status.ERROR:
-        return False
-    return any(
-        event.type == "retrieval_failure" and event.data.get("kind", event.data.get("type")) in _UNREACHABLE
-        for event in answer.trace
-    )
-
-
 def _failure_trace(answer: Answer) -> list[dict]:
-    return [e.model_dump() for e in answer.trace if e.type not in {"plan", "constraints", "tool_result"}]
+    skip = {TraceKind.PLAN, TraceKind.CONSTRAINTS, TraceKind.TOOL_RESULT}
+    return [e.model_dump(mode="json") for e in answer.trace if e.type not in skip]

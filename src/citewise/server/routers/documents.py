@@ -23,17 +23,15 @@ from pathlib import Path, PurePosixPath, PureWindowsPath
 from typing import Annotated
 
 from fastapi import APIRouter, File, HTTPException, Query, Response, UploadFile, status
-from pydantic import BaseModel
+from pydantic import BaseModel, create_model
 
 from citewise.errors import CitewiseError, ConfigError
-from citewise.index.store import validate_owner
 from citewise.ingest.pipeline import SUPPORTED_SUFFIXES, Ingestor, remove_document
-from citewise.server.auth import Caller
 from citewise.server.deps import CallerDep, ServerState, StateDep
 from citewise.server.schemas import GATE_ERRORS, error_responses
 from citewise.server.writer import QueueFull
 from citewise.settings import Settings
-from citewise.types import PUBLIC_OWNER, Chunk, DocStatus, DocumentRecord, make_doc_id
+from citewise.types import Chunk, DocStatus, DocumentRecord, Owner, make_doc_id
 
 log = logging.getLogger(__name__)
 
@@ -78,23 +76,12 @@ class DeleteResult(BaseModel):
     queued: bool = False  # true with status 202 (deleted is then false until the write runs)
 
 
-class ChunkOut(BaseModel):
-    chunk_id: str
-    doc_id: str
-    chunk_index: int
-    filename: str
-    text: str
-    source_url: str | None = None
-    module: str = ""
-    chapter: str = ""
-    title: str = ""
-    page: int | None = None
-    modified: str | None = None
-    owner: str
-
-
-def visible_to(owner: str, caller: Caller) -> bool:
-    return owner in (caller.owner, PUBLIC_OWNER)
+# A chunk as the API shows it: every field of `Chunk` but its content hash (an index detail), declared once there.
+ChunkOut = create_model(
+    "ChunkOut",
+    __doc__="One chunk: its text and everything a citation needs.",
+    **{name: (f.annotation, f) for name, f in Chunk.model_fields.items() if name != "content_hash"},
+)
 
 
 def safe_filename(name: str | None) -> str:
@@ -195,8 +182,8 @@ async def upload(
     if len(set(names)) != len(names):
         raise HTTPException(status.HTTP_400_BAD_REQUEST, detail="Two uploaded files have the same name.")
 
-    target = _upload_dir(settings, caller.owner)
-    owner = caller.owner
+    target = _upload_dir(settings, caller.owner.id)
+    owner = caller.owner.id
     # Stored before queueing: the request's files are closed once it is answered, and a queued write may run later.
     paths = [await asyncio.to_thread(_store, upload, target / name) for upload, name in zip(files, names, strict=True)]
 
@@ -274,7 +261,7 @@ def resume_uploads(state: ServerState) -> None:
     known = {r.doc_id: r for r in state.kb.registry.list()}
     for folder in sorted(p for p in root.iterdir() if p.is_dir()):
         try:
-            owner = validate_owner(folder.name)
+            owner = Owner.of(folder.name).id
         except CitewiseError:
             continue
         todo = []
@@ -300,7 +287,7 @@ async def list_documents(
     ] = None,
 ) -> list[DocumentOut]:
     records = await asyncio.to_thread(state.kb.registry.list, status=status_filter)
-    return [DocumentOut.of(r) for r in records if visible_to(r.owner, caller)]
+    return [DocumentOut.of(r) for r in records if caller.owner.sees(r.owner)]
 
 
 @router.delete(
@@ -313,9 +300,9 @@ async def list_documents(
 )
 async def delete_document(doc_id: uuid.UUID, caller: CallerDep, state: StateDep, response: Response) -> DeleteResult:
     record = state.kb.registry.get(str(doc_id))
-    if record is None or not visible_to(record.owner, caller):
+    if record is None or not caller.owner.sees(record.owner):
         raise HTTPException(status.HTTP_404_NOT_FOUND, detail=f"No document with id {doc_id}.")
-    if record.owner != caller.owner:
+    if record.owner != caller.owner.id:
         raise HTTPException(
             status.HTTP_403_FORBIDDEN,
             detail="Public documents are managed by the server's operator (`citewise docs remove`).",
@@ -346,18 +333,11 @@ def _remove_upload(settings: Settings, record: DocumentRecord) -> None:
         path.unlink(missing_ok=True)
 
 
-def _fetch_chunk(state: ServerState, chunk_id: str) -> Chunk | None:
-    state.kb.version  # noqa: B018 - picks up an index another process created or changed since the last request
-    if state.kb.manifest is None:
-        return None  # nothing was ever ingested
-    return state.kb.store.fetch([chunk_id]).get(chunk_id)
-
-
 @router.get(
     "/chunks/{chunk_id}", summary="One chunk the caller can see (opening a citation)", responses=error_responses(404)
 )
-async def get_chunk(chunk_id: uuid.UUID, caller: CallerDep, state: StateDep) -> ChunkOut:
-    chunk = await asyncio.to_thread(_fetch_chunk, state, str(chunk_id))
-    if chunk is None or not visible_to(chunk.owner, caller):
+async def get_chunk(chunk_id: uuid.UUID, caller: CallerDep, state: StateDep) -> ChunkOut:  # type: ignore[valid-type]
+    chunk = await asyncio.to_thread(state.retriever.open, str(chunk_id), owner=caller.owner)
+    if chunk is None:  # another owner's chunk is answered exactly like a missing one
         raise HTTPException(status.HTTP_404_NOT_FOUND, detail=f"No chunk with id {chunk_id}.")
     return ChunkOut(**chunk.model_dump(include=set(ChunkOut.model_fields)))

@@ -10,6 +10,7 @@ from fastapi import APIRouter, Depends, Response
 from fastapi.responses import JSONResponse
 
 from citewise import __version__
+from citewise.agent.answerer import check_answerer
 from citewise.server.deps import ServerState, StateDep, get_caller
 from citewise.server.metrics import CONTENT_TYPE
 from citewise.server.schemas import GATE_ERRORS, error_responses
@@ -48,16 +49,10 @@ def _index_check(state: ServerState) -> dict[str, Any]:
 
 def _model_check(state: ServerState) -> dict[str, Any]:
     spec = state.settings.llm
-    if state.citewise is not None and getattr(state.citewise, "chat_model", None) is not None:
-        return {"ok": True, "answerer": spec, "injected": True}
-    if spec == "extractive":
-        return {"ok": True, "answerer": spec}
     cached = state.model_ready
     if cached is None:
         try:
-            from citewise.llm.models import create_chat_model
-
-            create_chat_model(state.settings, spec)  # builds the client (checks extras, keys); no request is sent
+            check_answerer(state.settings)  # builds the client (checks extras, keys); no request is sent
             cached = {"ok": True, "answerer": spec}
         except Exception as exc:
             log.warning("Readiness: answerer %s is not usable: %s: %s", spec, type(exc).__name__, exc)

@@ -11,7 +11,6 @@ from pydantic import BaseModel
 from citewise.server.auth import Caller
 from citewise.server.deps import CallerDep, StateDep
 from citewise.server.schemas import GATE_ERRORS, error_responses
-from citewise.types import PUBLIC_OWNER
 
 router = APIRouter(prefix="/api", tags=["sources"], responses=error_responses(*GATE_ERRORS))
 
@@ -49,7 +48,7 @@ def _visible(state, caller: Caller) -> list[SourceOut]:
     running = state.scheduler.running if state.scheduler is not None else None
     out = []
     for run in runs(state.settings):
-        if run.spec.owner not in (caller.owner, PUBLIC_OWNER):
+        if not caller.owner.sees(run.spec.owner):
             continue
         upcoming = next_run(run)
         try:

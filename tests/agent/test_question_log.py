@@ -6,7 +6,7 @@ import json
 import logging
 import threading
 
-from citewise.eval.gaps import log_question
+from citewise.agent.question_log import log_question
 from citewise.settings import ServerSettings, Settings
 from citewise.types import REFUSAL_TEXT, Answer, ExitReason, Status
 
@@ -49,7 +49,7 @@ def test_opt_out_writes_nothing(tmp_path):
 def test_io_error_is_a_warning_not_an_exception(tmp_path, caplog):
     settings = Settings(home=tmp_path / "home")
     settings.questions_log_path.mkdir(parents=True)  # a folder where the log file should be (a file home is refused)
-    with caplog.at_level(logging.WARNING, logger="citewise.eval.gaps"):
+    with caplog.at_level(logging.WARNING, logger="citewise.agent.question_log"):
         log_question(settings, _refused("anything"), ["q"])  # must not raise
     assert "Could not log the question" in caplog.text
 
