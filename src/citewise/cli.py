@@ -1066,6 +1066,32 @@ def serve(
     _run(go)
 
 
+@app.command()
+def mcp(owner: OwnerOpt = None, home: HomeOpt = None) -> None:
+    """Serve the docs to an MCP client (an IDE agent) over stdio: tools search_docs, open_citation and ask, and the
+    documents as resources. `citewise serve` offers the same at /mcp over HTTP. See docs/mcp.md."""
+
+    def go() -> int:
+        import anyio
+
+        from citewise.agent.runner import Citewise
+        from citewise.index.store import validate_owner
+        from citewise.server.mcp_server import build_mcp
+        from citewise.types import PUBLIC_OWNER
+
+        as_owner = validate_owner(owner) or PUBLIC_OWNER
+        cw = Citewise(_settings(home))
+
+        async def agent() -> Citewise:
+            return cw
+
+        # stdout is the protocol's: everything else (logs, warnings) goes to stderr.
+        anyio.run(build_mcp(agent, lambda: as_owner).run_stdio_async)
+        return 0
+
+    _run(go)
+
+
 def main() -> None:
     app()
 

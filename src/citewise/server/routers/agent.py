@@ -25,6 +25,7 @@ from fastapi import APIRouter, Depends
 from fastapi.sse import EventSourceResponse, ServerSentEvent
 
 from citewise.errors import RateLimited
+from citewise.server.auth import Caller
 from citewise.server.deps import CallerDep, StateDep, agent_session_id, answer_json
 from citewise.server.http_errors import map_error
 from citewise.server.schemas import GATE_ERRORS, AgentRequest, error_responses
@@ -58,7 +59,8 @@ async def run(body: AgentRequest, caller: CallerDep, state: StateDep) -> dict[st
     answer = await agent.aask(body.question, **run_options(body, caller.owner, thread_id))
     state.metrics.observe_answer(answer)
     log_failure(answer, session_id)
-    return answer_json(answer, session_id=session_id, include_trace=body.return_trace)
+    answer_id = await state.record_answer(answer, caller, session_id=session_id, surface="run")
+    return answer_json(answer, session_id=session_id, include_trace=body.return_trace, answer_id=answer_id)
 
 
 @dataclass
@@ -68,6 +70,8 @@ class _PreparedRun:
     options: dict[str, Any]
     session_id: str
     return_trace: bool
+    caller: Caller
+    surface: str = "stream"  # what the answer is kept as for feedback (the OpenAI adapter says "openai")
 
 
 async def _prepare_stream(body: AgentRequest, caller: CallerDep, state: StateDep) -> _PreparedRun:
@@ -77,7 +81,7 @@ async def _prepare_stream(body: AgentRequest, caller: CallerDep, state: StateDep
     agent = await state.agent()
     options = run_options(body, caller.owner, thread_id)
     agent.prepare(body.question, **options)
-    return _PreparedRun(agent, body.question, options, session_id, body.return_trace)
+    return _PreparedRun(agent, body.question, options, session_id, body.return_trace, caller)
 
 
 @router.post(
@@ -124,6 +128,7 @@ async def stream(
             return
         state.metrics.observe_answer(answer)
         log_failure(answer, session_id)
+        answer_id = await state.record_answer(answer, run.caller, session_id=session_id, surface=run.surface)
         final_text = "" if answer.cached or answer.status == Status.ERROR else answer.answer
         if tokens.shown != final_text:
             # What was streamed is not the answer (a forced synthesis, grounding's changes, a failed run): replace it.
@@ -137,7 +142,8 @@ async def stream(
         for citation in answer.citations:
             yield ServerSentEvent(event="citation", data=citation.model_dump(mode="json"))
         yield ServerSentEvent(
-            event="complete", data=answer_json(answer, session_id=session_id, include_trace=run.return_trace)
+            event="complete",
+            data=answer_json(answer, session_id=session_id, include_trace=run.return_trace, answer_id=answer_id),
         )
     finally:
         if not ended:  # the client went away (or the server is stopping): stop the run
