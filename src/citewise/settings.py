@@ -228,7 +228,9 @@ class ServerSettings(BaseModel):
 
     host: str = Field("127.0.0.1", description="Interface `citewise serve` binds to.")
     port: int = Field(8000, ge=1, le=65535, description="Port `citewise serve` listens on.")
-    rate_limit_per_minute: int = Field(60, ge=0, description="Requests per minute per API key (0: unlimited).")
+    rate_limit_per_minute: int = Field(
+        60, ge=0, description="Requests per minute per API key and client address (0: unlimited)."
+    )
     max_upload_mb: float = Field(50.0, gt=0, description="Largest accepted upload.")
     write_queue_size: int = Field(
         16, ge=1, le=1000, description="Uploads and deletes waiting to be written; past it the server answers 503."

@@ -8,98 +8,26 @@ an init script records, so "tokens arrived before the answer completed" is check
 
 from __future__ import annotations
 
-import shutil
-import socket
-import threading
-import time
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
-import uvicorn
+from tests.web.conftest import ANSWERABLE, CHROMIUM, SCREENSHOTS, UNANSWERABLE, LiveServer, quiet_settings
 
-from citewise.index.knowledge_base import KnowledgeBase
-from citewise.ingest.pipeline import Ingestor
 from citewise.server import create_app
-from citewise.settings import ServerSettings, Settings
 from citewise.types import REFUSAL_TEXT
 
 pytestmark = pytest.mark.slow
 
-CHROMIUM = Path("/usr/bin/chromium")
-CHROMIUM_ARGS = [
-    "--headless",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-background-networking",
-    "--disable-quic",
-    "--no-first-run",
-    "--disable-component-update",
-    "--disable-sync",
-]
-SCREENSHOTS = Path(__file__).resolve().parents[2] / "bench" / "results" / "screenshots"
-CORPUS = Path(__file__).resolve().parents[1] / "fixtures" / "corpus"
-
-ANSWERABLE = "What port does the Orbitron daemon listen on by default?"
-UNANSWERABLE = "What is the recommended recipe for sourdough bread with rye flour?"
-
 # Runs before the page's scripts: collects the page's own progress events in order.
 RECORDER = """
 window.__cw = [];
-for (const name of ["state", "token", "complete", "passage", "retry"]) {
+for (const name of ["state", "token", "complete", "passage", "retry", "feedback"]) {
   document.addEventListener("citewise:" + name, (e) => window.__cw.push({ name, ...e.detail }));
 }
 """
 
 if not CHROMIUM.exists():  # CI installs it (apt-get install chromium); say why instead of failing obscurely
     pytest.skip("Debian Chromium is not installed at /usr/bin/chromium", allow_module_level=True)
-
-sync_api = pytest.importorskip("playwright.sync_api")
-
-
-class LiveServer:
-    """uvicorn on a free loopback port, in a background thread."""
-
-    def __init__(self, app) -> None:
-        self.sock = socket.socket()
-        self.sock.bind(("127.0.0.1", 0))
-        self.url = f"http://127.0.0.1:{self.sock.getsockname()[1]}"
-        self.server = uvicorn.Server(uvicorn.Config(app, log_level="warning", lifespan="on"))
-        self.thread = threading.Thread(
-            target=self.server.run, kwargs={"sockets": [self.sock]}, name="uvicorn-web", daemon=True
-        )
-
-    def __enter__(self) -> LiveServer:
-        self.thread.start()
-        deadline = time.monotonic() + 60
-        while not self.server.started:
-            if not self.thread.is_alive() or time.monotonic() > deadline:
-                raise RuntimeError("uvicorn did not start")
-            time.sleep(0.05)
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self.server.should_exit = True
-        self.thread.join(timeout=30)
-        self.sock.close()
-
-
-def quiet_settings(home: Path, **updates) -> Settings:
-    # Unlimited rate (every request comes from 127.0.0.1) and no question log in the temp home.
-    return Settings(
-        home=home, llm="extractive", server=ServerSettings(rate_limit_per_minute=0, log_questions=False), **updates
-    )
-
-
-@pytest.fixture(scope="module")
-def indexed(tmp_path_factory, embedder) -> KnowledgeBase:
-    """The fixture corpus ingested once for every server in this module."""
-    kb = KnowledgeBase(quiet_settings(tmp_path_factory.mktemp("web") / "home"), embedder=embedder)
-    corpus = tmp_path_factory.mktemp("web-corpus") / "corpus"
-    shutil.copytree(CORPUS, corpus)
-    Ingestor(kb).ingest_paths([corpus])
-    assert kb.store.count() > 0
-    return kb
 
 
 @pytest.fixture(scope="module")
@@ -110,14 +38,6 @@ def server(indexed) -> Iterator[LiveServer]:
     settings = indexed.settings
     with LiveServer(create_app(settings, citewise=Citewise(settings, kb=indexed))) as live:
         yield live
-
-
-@pytest.fixture(scope="module")
-def browser() -> Iterator[object]:
-    with sync_api.sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
-        yield browser
-        browser.close()
 
 
 def open_page(browser, server, *, width: int = 1280, height: int = 860, mode: str | None = None):
@@ -411,19 +331,40 @@ def test_passage_highlight_uses_code_point_offsets_across_markdown(browser, serv
     assert result["heading"] == "Ports"  # the span started at "## ": the heading still renders as one
     assert result["plain"] is False
 
+    # A span inside a link target has no rendered text: nothing is highlighted, and the passage is still markdown.
     link_text = "See [the guide](https://example.com/guide) for more."
     inside_url = link_text.index("example")
-    plain = page.evaluate(
+    linked = page.evaluate(
         """async ([text, spans]) => {
             const { renderPassage } = await import('/render.js');
             const el = document.createElement('div');
             renderPassage(el, text, spans);
-            return { marks: [...el.querySelectorAll('mark')].map((m) => m.textContent),
+            return { marks: [...el.querySelectorAll("mark")].map((m) => m.textContent), text: el.textContent.trim(),
                      plain: el.classList.contains('plain') };
         }""",
         [link_text, [[inside_url, inside_url + len("example")]]],
     )
-    assert plain == {"marks": ["example"], "plain": True}
+    assert linked == {"marks": [], "text": "See the guide for more.", "plain": False}
+
+    # A quote that crosses **bold** and a fenced block is highlighted on the rendered text: no markdown syntax shows.
+    runbook = (
+        "Intro.\n\n**Symptom.** The daemon stops &amp; restarts.\n\n```bash\norbitron restart --now\n```\n\nAfter.\n"
+    )
+    begin = runbook.index("**Symptom")
+    finish = runbook.index("--now") + len("--now")
+    crossing = page.evaluate(
+        """async ([text, spans]) => {
+            const { renderPassage } = await import('/render.js');
+            const el = document.createElement('div');
+            renderPassage(el, text, spans);
+            return { marks: [...el.querySelectorAll("mark")].map((m) => m.textContent), text: el.textContent.trim(),
+                     pre: !!el.querySelector('pre mark'), strong: !!el.querySelector('strong mark') };
+        }""",
+        [runbook, [[begin, finish]]],
+    )
+    assert "**" not in crossing["text"] and "```" not in crossing["text"] and "&amp;" not in crossing["text"]
+    assert "".join(crossing["marks"]) == "Symptom. The daemon stops & restarts.orbitron restart --now"
+    assert crossing["pre"] and crossing["strong"]
     page.close()
 
 

@@ -9,7 +9,7 @@ in order, with nothing read but the headers:
 2. authentication, for the routes that act as a caller (those depending on `get_caller`, and every plain ASGI route
    handed to the gate, such as the MCP endpoint): no or a wrong key → 401, and more than
    `server.auth_failures_per_minute` failures from one client address → 429;
-3. the caller's rate limit → 429 with Retry-After;
+3. the caller's rate limit, per key and client address → 429 with Retry-After;
 4. the body: over the route's limit by its Content-Length → 413 at once; a streamed (chunked) body is counted as it
    arrives and cut off at the limit with 413; a body not complete within `server.body_timeout_s` → 408.
 
@@ -107,8 +107,9 @@ class RequestGate:
             if wait > 0:
                 return _rate_limited("Too many failed authentications from this address.", wait)
             return exc.status_code, str(exc.detail), dict(exc.headers or {})
-        # Per key when keys are on; per client address otherwise, so one local script can't starve the page.
-        wait = state.limiter.acquire(caller.key_id or f"ip:{client}")
+        # Per key and client address: one key may be shared by many clients (a widget's key is in every reader's
+        # page), and one reader must not use up the others' allowance. Without keys, per client address.
+        wait = state.limiter.acquire(f"{caller.key_id}@{client}" if caller.key_id else f"ip:{client}")
         if wait > 0:
             per_minute = state.settings.server.rate_limit_per_minute
             return _rate_limited(f"Rate limit of {per_minute} requests per minute exceeded.", wait)
