@@ -8,6 +8,7 @@ an init script records, so "tokens arrived before the answer completed" is check
 
 from __future__ import annotations
 
+import shutil
 from collections.abc import Iterator
 
 import pytest
@@ -406,4 +407,109 @@ def test_a_draft_is_discarded_when_the_model_searches_again(browser, drafting_se
     assert "Let me look" not in text
     assert answer.locator("button.cite").count() >= 1
     assert page.errors == []
+    page.close()
+
+
+def test_code_blocks_get_a_copy_button_and_keep_their_citation(browser, server):
+    page = open_page(browser, server)
+    page.context.grant_permissions(["clipboard-read", "clipboard-write"], origin=server.url)
+    rendered = page.evaluate(
+        """async (text) => {
+            const { renderMarkdown } = await import('/render.js');
+            const el = document.createElement('div');
+            document.body.append(el);
+            renderMarkdown(el, text);
+            el.querySelector('.code-copy').click();
+            await new Promise((r) => setTimeout(r, 100));
+            return { bar: el.querySelector('.code-bar')?.textContent ?? null,
+                     cite: !!el.querySelector('.code-bar button.cite-ref'),
+                     lonely: [...el.querySelectorAll('p')].map((p) => p.textContent.trim()),
+                     copied: await navigator.clipboard.readText() };
+        }""",
+        "Restart it:\n\n```bash\norbitron restart --now\n```\n\n[2]\n\nDone [1].",
+    )
+    assert rendered["cite"], rendered  # the marker sits in the block's bar, not alone on a line under it
+    assert rendered["lonely"] == ["Restart it:", "Done\u00a01."]  # the marker glued to its word
+    assert rendered["copied"] == "orbitron restart --now"
+    page.close()
+
+
+def test_trace_is_steps_and_an_answer_can_be_rated(browser, server):
+    page = open_page(browser, server)
+    ratings: list[dict] = []
+    page.on("request", lambda r: ratings.append(r.post_data_json) if r.url.endswith("/api/feedback") else None)
+    ask(page, ANSWERABLE)
+    answer = last_answer(page, "done")
+    page.click("#trace-toggle")
+    steps = answer.locator(".trace-step").all_inner_texts()
+    assert any(step.startswith("Searched the docs for “") for step in steps), steps
+    assert any(step.startswith("Found ") for step in steps), steps
+    assert "{" not in answer.locator(".trace-list").inner_text()  # steps in words, not JSON
+
+    answer.locator(".feedback-down").click()
+    answer.locator(".feedback-text").fill("The port is right but the journal path is missing")
+    answer.locator(".feedback-text").press("Enter")
+    page.wait_for_function("window.__cw.filter((e) => e.name === 'feedback').length === 2")
+    assert [r["rating"] for r in ratings] == ["down", "down"]
+    assert ratings[1]["comment"] == "The port is right but the journal path is missing"
+    assert answer.locator(".feedback-status").inner_text() == "Thanks, sent."
+    # The page's settings button is sliders, not a sun-like cog: it must not read as a theme toggle.
+    assert page.locator("#settings-open svg circle").count() == 2
+    assert page.errors == []
+    page.close()
+
+
+@pytest.fixture
+def analytics_server(indexed, embedder, tmp_path) -> Iterator[LiveServer]:
+    """Keys on: an admin key and a reader's key of the same owner; questions logged (to this test's home)."""
+    from citewise.agent.runner import Citewise
+
+    settings = indexed.settings.model_copy(
+        update={
+            "api_keys": {"k-reader": "docs", "k-admin": "docs"},
+            "admin_keys": ("k-admin",),
+            "server": indexed.settings.server.model_copy(update={"log_questions": True}),
+            "home": tmp_path / "home",
+        }
+    )
+    from citewise.index.knowledge_base import KnowledgeBase
+
+    kb = KnowledgeBase(settings, embedder=embedder)
+    shutil.copytree(indexed.settings.home / "index", settings.home / "index")
+    with LiveServer(create_app(settings, citewise=Citewise(settings, kb=kb))) as live:
+        yield live
+
+
+def test_admins_get_an_analytics_page(browser, analytics_server):
+    import httpx
+
+    reader = {"X-API-Key": "k-reader"}
+    for question in (UNANSWERABLE, UNANSWERABLE, ANSWERABLE):
+        answer = httpx.post(analytics_server.url + "/api/agent/run", json={"question": question}, headers=reader)
+    httpx.post(
+        analytics_server.url + "/api/feedback",
+        json={"answer_id": answer.json()["answer_id"], "rating": "down", "comment": "Missing the TLS port"},
+        headers=reader,
+    ).raise_for_status()
+
+    page = open_page(browser, analytics_server)
+    page.evaluate("localStorage.setItem('citewise.settings', JSON.stringify({apiKey: 'k-reader'}))")
+    page.reload()
+    page.wait_for_selector("body[data-ready='1']")
+    assert page.locator("#analytics-link").is_hidden()  # a reader's key: no link (and a 403 behind it)
+
+    page.evaluate("localStorage.setItem('citewise.settings', JSON.stringify({apiKey: 'k-admin'}))")
+    page.reload()
+    page.locator("#analytics-link").wait_for(state="visible")
+    page.click("#analytics-link")
+    page.wait_for_selector("body.analytics-page[data-ready='1']")
+    totals = page.locator("#totals").inner_text()
+    assert "Questions" in totals and "33%" in totals  # 1 of 3 answered
+    assert "sourdough" in page.locator("#gaps").inner_text()
+    assert "Missing the TLS port" in page.locator("#bad").inner_text()
+    assert page.locator("#reasons tr").count() >= 1
+    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+    page.screenshot(path=str(SCREENSHOTS / "analytics.png"), full_page=True)
+    # Only the answers the page expects: 401 before a key is set, 403 for the reader's key.
+    assert [e for e in page.errors if "(Unauthorized)" not in e and "(Forbidden)" not in e] == []
     page.close()
