@@ -4,8 +4,11 @@ the body is read, the body limit, the rate limit."""
 
 from __future__ import annotations
 
+import contextlib
+import io
 import json
 import os
+import re
 import sys
 from pathlib import Path
 
@@ -21,6 +24,7 @@ from citewise.types import REFUSAL_TEXT
 
 UNANSWERABLE = "What is the recommended recipe for sourdough bread with rye flour?"
 TOOLS = {"search_docs", "open_citation", "ask"}
+DOCS = Path(__file__).parents[2] / "docs" / "mcp.md"
 
 
 def http_client(url: str, key: str | None = None) -> Client:
@@ -136,3 +140,18 @@ def test_http_transport_passes_the_gate(agent_app, live_server):
         # The key's rate limit covers /mcp like every route (the 413 above counted as one request).
         codes = [http.post("/mcp", json=body, headers={**headers, **auth("key-alice")}).status_code for _ in range(3)]
         assert codes[:2] == [200, 200] and codes[2] == 429
+
+
+def test_the_docs_http_example_runs(agent_app, live_server):
+    """docs/mcp.md's Python client example, as written, against a live server with the example's key."""
+    [example] = re.findall(r"```python\n(.*?)```", DOCS.read_text(), re.S)
+    server = live_server(agent_app(api_keys={"k-3f9a0c": "alice"}))
+    question = "How do I rotate the API key?"
+    assert question in example
+    code = example.replace("http://127.0.0.1:8000", server.url).replace(question, WORKER_QUESTION)
+    printed = io.StringIO()
+    with contextlib.redirect_stdout(printed):
+        exec(compile(code, str(DOCS), "exec"), {})
+    text = printed.getvalue()
+    assert "twelve threads" in text and "\n\nSources:\n[1] " in text
+    assert text.rstrip().endswith("COMPLETED")

@@ -5,6 +5,11 @@ errors the client knows."""
 
 from __future__ import annotations
 
+import contextlib
+import io
+import re
+from pathlib import Path
+
 import httpx
 import openai
 import pytest
@@ -15,6 +20,7 @@ from citewise.llm.testing import ScriptedChatModel
 from citewise.types import REFUSAL_TEXT
 
 UNANSWERABLE = "What is the recommended recipe for sourdough bread with rye flour?"
+DOCS = Path(__file__).parents[2] / "docs" / "openai-api.md"
 
 
 def client(server, key: str = "unused") -> openai.OpenAI:
@@ -132,3 +138,19 @@ def test_plain_http_gets_openai_shaped_errors(agent_app, live_server):
     response = httpx.post(server.url + "/v1/chat/completions", json={"model": "citewise", "messages": []})
     assert response.status_code == 422
     assert response.json()["error"]["type"] == "invalid_request_error" and response.json()["detail"]
+
+
+def test_the_docs_example_runs(agent_app, live_server):
+    """docs/openai-api.md's Python example, as written, against a live server (only the address and question
+    changed)."""
+    [example] = re.findall(r"```python\n(.*?)```", DOCS.read_text(), re.S)
+    server = live_server(agent_app(api_keys={"k-3f9a0c": "alice"}))
+    code = example.replace("http://127.0.0.1:8000", server.url)
+    for question in ("How do I remove deleted files from the index?", "Which file types can I ingest?"):
+        assert question in code
+        code = code.replace(question, WORKER_QUESTION)
+    printed = io.StringIO()
+    with contextlib.redirect_stdout(printed):
+        exec(compile(code, str(DOCS), "exec"), {})
+    text = printed.getvalue()
+    assert "twelve threads" in text and "COMPLETED" in text and "\n\nSources:\n[1] " in text
