@@ -105,6 +105,11 @@ def test_answer_streams_with_citations_and_opens_the_quoted_passage(browser, ser
     assert citations.count() >= 1
     assert answer.locator(".answer button.cite-ref").count() >= 1  # inline [n] markers are buttons too
     assert requests and requests[0]["question"] == ANSWERABLE
+    # A source card shows up to two lines of its heading path (never one line cut mid-word), the whole in its title.
+    chapter = citations.first.locator(".cite-chapter")
+    assert chapter.evaluate("(e) => getComputedStyle(e).webkitLineClamp") == "2"
+    assert chapter.evaluate("(e) => getComputedStyle(e).textOverflow") != "ellipsis"
+    assert chapter.inner_text().replace(" › ", " > ") in citations.first.get_attribute("title")
 
     # Open the first citation: the passage panel shows the chunk with the quoted span highlighted.
     first = citations.first
