@@ -127,6 +127,19 @@ def test_http_transport_is_the_apis_keys_and_owners(agent_app, live_server):
 
     assert "No document" in anyio.run(bob_reads)
 
+    # search_docs and open_citation are owner-scoped too: Alice's passage is found by her key only.
+    async def search_as(key: str, chunk_id: str | None = None) -> tuple[list[dict], bool | None]:
+        async with http_client(server.url, key) as client:
+            found = await client.call_tool("search_docs", {"query": VAULT_QUESTION, "top_k": 10})
+            opened = await client.call_tool("open_citation", {"chunk_id": chunk_id}) if chunk_id else None
+        return found.structured_content["passages"], opened.is_error if opened else None
+
+    alices, _ = anyio.run(search_as, "key-alice")
+    vault = next(p for p in alices if p["filename"] == "vault-notes.md")
+    bobs, bob_opened = anyio.run(search_as, "key-bob", vault["chunk_id"])
+    assert all(p["filename"] != "vault-notes.md" for p in bobs) and VAULT_SECRET not in str(bobs)
+    assert bob_opened is True  # the same "No passage" as an id that does not exist
+
 
 def test_http_transport_passes_the_gate(agent_app, live_server):
     server = live_server(agent_app(api_keys=KEYS, server={"max_body_mb": 0.01, "rate_limit_per_minute": 3}))

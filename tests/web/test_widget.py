@@ -234,6 +234,17 @@ def stream_requests(page) -> list[dict]:
 
 
 # -- the tests -------------------------------------------------------------------------------------------------------
+def test_the_mkdocs_recipe_is_the_tag_the_browser_tests_load():
+    """The MkDocs override carries the plain-HTML tag (only its title differs), so the browser tests cover it."""
+    text = DOCS.read_text(encoding="utf-8")
+    (jinja,) = [body for language, body in re.findall(r"```(\w+)\n(.*?)```", text, re.S) if language == "jinja"]
+    (line,) = [line.strip() for line in jinja.splitlines() if "widget.js" in line]
+    (tested,) = [line.strip() for line in recipe_blocks()["html"].splitlines() if "widget.js" in line]
+    untitled = re.compile(r'data-title="[^"]*"')
+    assert untitled.sub("", line) == untitled.sub("", tested)
+    assert "{% block scripts %}" in jinja and "{{ super() }}" in jinja
+
+
 def test_widget_on_another_origin_streams_an_answer_and_opens_its_passage(browser, citewise, sites):
     allowed, _ = sites
     page = open_host(browser, allowed.origin + "/guide/")
