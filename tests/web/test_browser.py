@@ -512,6 +512,9 @@ def test_admins_get_an_analytics_page(browser, analytics_server):
     assert "Questions" in totals and "33%" in totals  # 1 of 3 answered
     assert "sourdough" in page.locator("#gaps").inner_text()
     assert "Missing the TLS port" in page.locator("#bad").inner_text()
+    bad_answer = page.locator("#bad .bad-text")
+    assert "7433" in bad_answer.inner_text() and "**" not in bad_answer.inner_text()  # rendered, not raw markdown
+    assert bad_answer.locator("strong").count() >= 1
     assert page.locator("#reasons tr").count() >= 1
     SCREENSHOTS.mkdir(parents=True, exist_ok=True)
     page.screenshot(path=str(SCREENSHOTS / "analytics.png"), full_page=True)

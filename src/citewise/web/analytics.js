@@ -2,6 +2,7 @@
 // refused, and the answer rate over time — from GET /api/analytics (a key with the admin role, for its own owner).
 
 import { HttpError, getJSON } from "./api.js";
+import { renderMarkdown } from "./render.js";
 
 const $ = (id) => document.getElementById(id);
 
@@ -93,7 +94,10 @@ function render(r) {
     const item = el("article", "bad-answer");
     item.append(el("h3", null, a.question));
     if (a.comment) item.append(el("blockquote", "bad-comment", a.comment));
-    item.append(el("p", "bad-text", a.answer.length > 400 ? `${a.answer.slice(0, 400)}…` : a.answer));
+    // The answer as the reader saw it: rendered markdown (sanitized), never its raw ** and backticks.
+    const text = el("div", "bad-text markdown");
+    renderMarkdown(text, a.answer.length > 400 ? `${a.answer.slice(0, 400)}…` : a.answer);
+    item.append(text);
     const meta = [a.exit_reason, a.status, `${a.citations.length} sources`, `docs version ${a.docs_version ?? "?"}`, a.rated_at];
     item.append(el("p", "muted small", meta.join(" · ")));
     bad.append(item);
