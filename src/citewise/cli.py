@@ -29,6 +29,16 @@ from citewise.types import AnswerMode, AnswerStyle, DocStatus, RetrievalMode
 if TYPE_CHECKING:
     from citewise.settings import Settings
 
+# Typer shows "<bool>" as the type of every flag (--json, --trace, --help): a flag takes no value, so show none.
+_option_type = typer.core.TyperOption.display_type_rich
+
+
+def _flag_type(option: typer.core.TyperOption, ctx) -> str | None:
+    return None if option.is_flag else _option_type(option, ctx)
+
+
+typer.core.TyperOption.display_type_rich = _flag_type  # type: ignore[method-assign]
+
 app = typer.Typer(
     name="citewise",
     help="Grounded documentation Q&A: ingest your docs, ask with citations, serve the API and web chat, evaluate.",
@@ -290,7 +300,7 @@ def _read_selected_text(path: Path | None) -> str | None:
         raise CitewiseError(f"Cannot read --selected-text {path}: {exc}") from exc
 
 
-def _print_answer(answer, *, shown: str = "") -> None:
+def _print_answer(answer, *, shown: str = "", traced: bool = False) -> None:
     """The answer (unless it was streamed verbatim already), then its numbered sources and any caveats."""
     if answer.answer.strip() != shown.strip():
         if shown:
@@ -321,6 +331,8 @@ def _print_answer(answer, *, shown: str = "") -> None:
                 where = section.filename + (f" › {section.chapter}" if section.chapter else "")
                 url = f"  {section.source_url}" if section.source_url else ""
                 say(err, "[dim]  - {}{}[/]", where, url)
+        if not traced:
+            err.print("[dim]Run the question again with --trace to see each step of the search.[/]", highlight=False)
     for gap in answer.insufficiencies:
         say(err, "[yellow]Not covered:[/] {}", gap)
     if answer.exit_reason != "COMPLETED" or answer.status == "error":
@@ -392,7 +404,7 @@ def ask(
         if as_json:
             print(answer.model_dump_json())
         else:
-            _print_answer(answer, shown=shown)
+            _print_answer(answer, shown=shown, traced=trace)
         return 1 if answer.status == "error" else 0
 
     _run(go)
@@ -437,7 +449,7 @@ def chat(
             except CitewiseError as exc:  # a bad question must not end the conversation
                 say(err, "[bold red]Error:[/] {}", exc)
                 continue
-            _print_answer(answer, shown=shown)
+            _print_answer(answer, shown=shown, traced=trace)
 
     _run(go)
 
@@ -466,13 +478,17 @@ def docs_list(
         if not records:
             out.print("No documents. Add some with `citewise ingest PATH`.")
             return 0
+        # Ids are shown by their first characters, as Git shows commits: a full id (36 characters) folded over two
+        # lines in an 80-column terminal. `docs remove` takes any unique start of one; --json has them whole.
+        width = _id_width([r.doc_id for r in records])
         table = Table()
-        for column in ("doc_id", "file", "owner", "status", "chunks", "error"):
+        table.add_column("id", no_wrap=True)
+        for column in ("file", "owner", "status", "chunks", "error"):
             table.add_column(column, overflow="fold")
         colours = {DocStatus.INDEXED: "green", DocStatus.FAILED: "red", DocStatus.PENDING: "yellow"}
         for r in records:
             table.add_row(
-                shown(r.doc_id),
+                shown(r.doc_id[:width]),
                 shown(r.filename),
                 shown(r.owner),
                 f"[{colours[r.status]}]{r.status}[/]",
@@ -485,9 +501,32 @@ def docs_list(
     _run(go)
 
 
+def _id_width(ids: list[str], least: int = 8) -> int:
+    """The shortest id prefix, from `least` characters, that tells every id in `ids` apart."""
+    for width in range(least, 37):
+        if len({i[:width] for i in ids}) == len(set(ids)):
+            return width
+    return 36
+
+
+def _resolve_doc_id(kb, prefix: str) -> str:
+    """The document id `prefix` starts (a whole id, or the start `docs list` shows); an error when none or several."""
+    prefix = prefix.strip().lower()
+    if len(prefix) == 36 or not prefix:
+        return prefix
+    matches = [r.doc_id for r in kb.registry.list() if r.doc_id.startswith(prefix)]
+    if len(matches) == 1:
+        return matches[0]
+    if matches:
+        raise CitewiseError(f"{prefix!r} starts {len(matches)} document ids; give more of it (`citewise docs list`).")
+    return prefix  # the removal itself says there is no such document (after checking the home)
+
+
 @docs_app.command("remove")
 def docs_remove(
-    doc_id: Annotated[str, typer.Argument(help="Id from `citewise docs list`.", show_default=False)],
+    doc_id: Annotated[
+        str, typer.Argument(help="Id (or its start, as `citewise docs list` shows it).", show_default=False)
+    ],
     no_wait: NoWaitOpt = False,
     home: HomeOpt = None,
 ) -> None:
@@ -498,7 +537,7 @@ def docs_remove(
         from citewise.ingest.pipeline import remove_document
 
         kb = KnowledgeBase(_settings(home))
-        record = remove_document(kb, doc_id, wait_s=0 if no_wait else None, on_wait=_waiting)
+        record = remove_document(kb, _resolve_doc_id(kb, doc_id), wait_s=0 if no_wait else None, on_wait=_waiting)
         say(out, "Removed {} ({} chunks).", record.source, record.chunk_count)
         return 0
 
@@ -991,44 +1030,93 @@ def _print_answer_report(r: dict) -> None:
 def gaps(
     home: HomeOpt = None,
     min_count: Annotated[int, typer.Option("--min-count", min=1, help="Only groups asked at least N times.")] = 1,
+    owner: Annotated[
+        str | None, typer.Option("--owner", help="Only this owner's questions and ratings (default: every owner).")
+    ] = None,
+    days: Annotated[int, typer.Option("--days", min=1, help="How many days the answer rate and ratings cover.")] = 30,
     as_json: JsonOpt = False,
 ) -> None:
-    """What the docs should say next: refused or insufficient questions from the log, grouped, most asked first."""
+    """What the docs should say next: refused or insufficient questions from the log, grouped, most asked first; then
+    the answers readers marked bad, refusals by reason and the answer rate over time."""
 
     def go() -> int:
         from citewise.eval.gaps import gap_report
+        from citewise.feedback.analytics import analytics_report
+        from citewise.feedback.store import open_feedback_store
+        from citewise.types import Owner
 
-        report = gap_report(_settings(home), min_count=min_count)
+        settings = _settings(home)
+        # A bad id is a clear error, not an empty report.
+        owner_id = None if owner is None else Owner.of(owner).id
+        report = gap_report(settings, min_count=min_count, owner=owner_id)
+        # A read-only command: the ratings are read only when a server has kept some (never creates the file).
+        store = open_feedback_store(settings) if settings.feedback_path.exists() else None
+        report["analytics"] = analytics_report(settings, store, owner=owner_id, days=days)
         if as_json:
             print(json.dumps(report))
             return 0
-        if not report["groups"]:
-            if report["gaps"]:
-                message = f"No group of unanswered questions was asked {min_count} times or more"
-            else:
-                message = "No unanswered questions"
-            say(out, "{} ({}: {} logged).", message, report["log"], report["questions"])
-            return 0
-        table = Table(title=f"Docs gaps: {report['gaps']} of {report['questions']} logged questions")
-        for column, justify in (
-            ("asked", "right"),
-            ("question (and other wordings)", "left"),
-            ("queries tried", "left"),
-        ):
-            table.add_column(column, justify=justify, overflow="fold")
-        for group in report["groups"]:  # logged text is the users': escape it, it is not Rich markup
-            wordings = [
-                shown(group["question"]),
-                *(f"[dim]{shown(q['question'])}[/]" for q in group["questions"][1:4]),
-            ]
-            notes = group["insufficiencies"][:2]
-            if notes:
-                wordings.append("[yellow]missing: " + shown("; ".join(notes)) + "[/]")
-            table.add_row(str(group["count"]), "\n".join(wordings), shown("\n".join(group["queries"][:5])))
-        out.print(table)
+        _print_gaps(report, min_count)
+        _print_analytics(report["analytics"])
         return 0
 
     _run(go)
+
+
+def _print_gaps(report: dict, min_count: int) -> None:
+    if not report["groups"]:
+        if report["gaps"]:
+            message = f"No group of unanswered questions was asked {min_count} times or more"
+        else:
+            message = "No unanswered questions"
+        say(out, "{} ({}: {} logged).", message, report["log"], report["questions"])
+        return
+    table = Table(title=f"Docs gaps: {report['gaps']} of {report['questions']} logged questions")
+    for column, justify in (("asked", "right"), ("question (and other wordings)", "left"), ("queries tried", "left")):
+        table.add_column(column, justify=justify, overflow="fold")
+    for group in report["groups"]:  # logged text is the users': escape it, it is not Rich markup
+        wordings = [shown(group["question"]), *(f"[dim]{shown(q['question'])}[/]" for q in group["questions"][1:4])]
+        notes = group["insufficiencies"][:2]
+        if notes:
+            wordings.append("[yellow]missing: " + shown("; ".join(notes)) + "[/]")
+        table.add_row(str(group["count"]), "\n".join(wordings), shown("\n".join(group["queries"][:5])))
+    out.print(table)
+
+
+def _print_analytics(a: dict) -> None:
+    if not a["questions"] and not a["ratings"]["up"] and not a["ratings"]["down"]:
+        return
+    rate = f"{a['answer_rate']:.0%}" if a["answer_rate"] is not None else "—"
+    say(
+        out,
+        "\n[bold]Last {} days:[/] {} questions, {} answered, {} not covered, {} failed (answer rate {}); "
+        "rated {} up, {} down.",
+        a["days"], a["questions"], a["answered"], a["refused"], a["failed"], rate,
+        a["ratings"]["up"], a["ratings"]["down"],
+    )  # fmt: skip
+    if a["refusals_by_reason"]:
+        table = Table(title="Refusals by reason")
+        table.add_column("count", justify="right")
+        table.add_column("reason", overflow="fold")
+        for r in a["refusals_by_reason"]:
+            table.add_row(str(r["count"]), shown(r["meaning"] or r["reason"]) + f" [dim]({shown(r['reason'])})[/]")
+        out.print(table)
+    if a["marked_bad"]:
+        table = Table(title="Answers marked bad")
+        for column in ("question", "reader's comment", "exit reason", "sources"):
+            table.add_column(column, overflow="fold")
+        for bad in a["marked_bad"]:
+            table.add_row(
+                shown(bad["question"]), shown(bad.get("comment") or ""), shown(bad["exit_reason"]),
+                str(len(bad["citations"])),
+            )  # fmt: skip
+        out.print(table)
+    if len(a["by_day"]) > 1:
+        table = Table(title="Answer rate by day")
+        for column in ("day", "questions", "answered", "rate"):
+            table.add_column(column, justify="right" if column != "day" else "left")
+        for day in a["by_day"][-14:]:
+            table.add_row(day["date"], str(day["questions"]), str(day["answered"]), f"{day['answer_rate']:.0%}")
+        out.print(table)
 
 
 @app.command()
@@ -1075,6 +1163,31 @@ def serve(
         )
         with contextlib.suppress(KeyboardInterrupt):  # uvicorn re-raises the Ctrl+C it handled, after shutting down
             uvicorn.Server(config).run()
+        return 0
+
+    _run(go)
+
+
+@app.command()
+def mcp(owner: OwnerOpt = None, home: HomeOpt = None) -> None:
+    """Serve the docs to an MCP client (an IDE agent) over stdio: tools search_docs, open_citation and ask, and the
+    documents as resources. `citewise serve` offers the same at /mcp over HTTP. See docs/mcp.md."""
+
+    def go() -> int:
+        import anyio
+
+        from citewise.agent.runner import Citewise
+        from citewise.server.mcp_server import build_mcp
+        from citewise.types import Owner
+
+        as_owner = Owner.of(owner)
+        cw = Citewise(_settings(home))
+
+        async def agent() -> Citewise:
+            return cw
+
+        # stdout is the protocol's: everything else (logs, warnings) goes to stderr.
+        anyio.run(build_mcp(agent, lambda: as_owner).run_stdio_async)
         return 0
 
     _run(go)

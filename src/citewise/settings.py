@@ -17,7 +17,7 @@ from enum import StrEnum
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator, model_validator
 from pydantic_settings import (
     BaseSettings,
     NoDecode,
@@ -230,7 +230,9 @@ class ServerSettings(BaseModel):
 
     host: str = Field("127.0.0.1", description="Interface `citewise serve` binds to.")
     port: int = Field(8000, ge=1, le=65535, description="Port `citewise serve` listens on.")
-    rate_limit_per_minute: int = Field(60, ge=0, description="Requests per minute per API key (0: unlimited).")
+    rate_limit_per_minute: int = Field(
+        60, ge=0, description="Requests per minute per API key and client address (0: unlimited)."
+    )
     max_upload_mb: float = Field(50.0, gt=0, description="Largest accepted upload.")
     write_queue_size: int = Field(
         16, ge=1, le=1000, description="Uploads and deletes waiting to be written; past it the server answers 503."
@@ -294,6 +296,27 @@ class ServerSettings(BaseModel):
 
     max_connections: int = Field(
         200, ge=1, description="Open connections and requests in progress before new requests get 503."
+    )
+    mcp: bool = Field(True, description="Serve the MCP endpoint at /mcp (streamable HTTP, the API's keys and owners).")
+
+
+class FeedbackSettings(BaseModel):
+    """Thumbs up/down on answers, and what is kept so they can be traced back to the answer they rate."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    enabled: bool = Field(
+        True,
+        description=(
+            "Keep every answer the server gives (question, answer, citations, exit reason, owner, docs version) in "
+            "CITEWISE_HOME/feedback.sqlite3 so readers can rate it; off: no answer ids, POST /api/feedback is 404."
+        ),
+    )
+    max_comment_chars: int = Field(2000, ge=0, le=20_000, description="Longest comment a rating may carry.")
+    keep_answers_days: float = Field(
+        30.0,
+        gt=0,
+        description="Answers nobody rated are forgotten after this many days; rated ones are kept with their rating.",
     )
 
 
@@ -473,6 +496,15 @@ class Settings(BaseSettings):
     api_keys: dict[str, str] = Field(
         default_factory=dict, repr=False, description="API key → owner id. When set, every HTTP request needs a key."
     )
+    admin_keys: tuple[str, ...] = Field(
+        (),
+        repr=False,
+        description=(
+            "Keys of `api_keys` with the admin role: they may also read their owner's answer analytics "
+            "(GET /api/analytics). A key listed here that is not in api_keys stops the start."
+        ),
+    )
+    feedback: FeedbackSettings = Field(default_factory=FeedbackSettings)
     database_url: SecretStr | None = Field(
         None, description="PostgreSQL URL for conversation sessions (default: SQLite under CITEWISE_HOME)."
     )
@@ -502,6 +534,18 @@ class Settings(BaseSettings):
                     f"invalid owner id {owner!r} for a key: use 1-128 letters, digits or the characters _ . @ -"
                 )
         return v
+
+    @model_validator(mode="after")
+    def _admin_keys_are_keys(self) -> Settings:
+        unknown = [k for k in self.admin_keys if k not in self.api_keys]
+        if unknown:
+            # Never echo the key itself: say which entry, and how to fix it.
+            positions = ", ".join(str(self.admin_keys.index(k) + 1) for k in unknown)
+            raise ValueError(
+                f"admin_keys entry {positions} is not one of api_keys: an admin key must also be an API key "
+                "(CITEWISE_API_KEYS maps it to its owner)"
+            )
+        return self
 
     @field_validator("home")
     @classmethod
@@ -574,6 +618,10 @@ class Settings(BaseSettings):
     @property
     def questions_log_path(self) -> Path:
         return self.home / "questions.jsonl"
+
+    @property
+    def feedback_path(self) -> Path:
+        return self.home / "feedback.sqlite3"
 
     @property
     def sources_dir(self) -> Path:

@@ -72,7 +72,15 @@ def test_chat_widget_contract(agent_app, started):
     response = client.post("/chat", json={"message": WORKER_QUESTION})
     assert response.status_code == 200, response.text
     body = response.json()
-    assert set(body) == {"response", "session_id", "source_chunks", "status", "refusal_detail", "closest_sections"}
+    assert set(body) == {
+        "response",
+        "session_id",
+        "source_chunks",
+        "status",
+        "refusal_detail",
+        "closest_sections",
+        "answer_id",
+    }
     assert body["status"] == "success" and body["refusal_detail"] is None and body["closest_sections"] == []
     uuid.UUID(body["session_id"])
     assert "twelve threads" in body["response"]

@@ -131,6 +131,22 @@ def test_x_forwarded_for_counts_only_from_a_trusted_proxy(served_home, agent_app
     assert codes == ([200] * 6 if trusted else [200, 200, 200, 429, 429, 429])
 
 
+def test_one_key_shared_by_many_clients_is_limited_per_client(served_home, agent_app, live_server):
+    """A widget's key is in every reader's page: one reader using up its allowance must not stop the others."""
+    import httpx
+
+    server_opts = {"rate_limit_per_minute": 2, "trusted_proxies": ["127.0.0.1"]}
+    server = live_server(agent_app(api_keys=KEYS, server=server_opts))
+
+    def get(client: str, key: str = "key-alice") -> int:
+        headers = {**auth(key), "X-Forwarded-For": client}
+        return httpx.get(f"{server.url}/api/documents", headers=headers).status_code
+
+    assert [get("203.0.113.1") for _ in range(3)] == [200, 200, 429]
+    assert [get("203.0.113.2") for _ in range(3)] == [200, 200, 429]  # the same key, another reader
+    assert get("203.0.113.1", "key-bob") == 200  # the same reader, another key
+
+
 @pytest.mark.parametrize("path", ["/chat", "/api/agent/run", "/api/agent/stream"])
 def test_lone_surrogates_are_422_not_500(agent_app, started, path):
     client = started(agent_app())

@@ -9,97 +9,26 @@ an init script records, so "tokens arrived before the answer completed" is check
 from __future__ import annotations
 
 import shutil
-import socket
-import threading
-import time
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
-import uvicorn
+from tests.web.conftest import ANSWERABLE, CHROMIUM, SCREENSHOTS, UNANSWERABLE, LiveServer, quiet_settings
 
-from citewise.index.knowledge_base import KnowledgeBase
-from citewise.ingest.pipeline import Ingestor
 from citewise.server import create_app
-from citewise.settings import ServerSettings, Settings
 from citewise.types import REFUSAL_TEXT
 
 pytestmark = pytest.mark.slow
 
-CHROMIUM = Path("/usr/bin/chromium")
-CHROMIUM_ARGS = [
-    "--headless",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-background-networking",
-    "--disable-quic",
-    "--no-first-run",
-    "--disable-component-update",
-    "--disable-sync",
-]
-SCREENSHOTS = Path(__file__).resolve().parents[2] / "bench" / "results" / "screenshots"
-CORPUS = Path(__file__).resolve().parents[1] / "fixtures" / "corpus"
-
-ANSWERABLE = "What port does the Orbitron daemon listen on by default?"
-UNANSWERABLE = "What is the recommended recipe for sourdough bread with rye flour?"
-
 # Runs before the page's scripts: collects the page's own progress events in order.
 RECORDER = """
 window.__cw = [];
-for (const name of ["state", "token", "complete", "passage", "retry"]) {
+for (const name of ["state", "token", "complete", "passage", "retry", "feedback"]) {
   document.addEventListener("citewise:" + name, (e) => window.__cw.push({ name, ...e.detail }));
 }
 """
 
 if not CHROMIUM.exists():  # CI installs it (apt-get install chromium); say why instead of failing obscurely
     pytest.skip("Debian Chromium is not installed at /usr/bin/chromium", allow_module_level=True)
-
-sync_api = pytest.importorskip("playwright.sync_api")
-
-
-class LiveServer:
-    """uvicorn on a free loopback port, in a background thread."""
-
-    def __init__(self, app) -> None:
-        self.sock = socket.socket()
-        self.sock.bind(("127.0.0.1", 0))
-        self.url = f"http://127.0.0.1:{self.sock.getsockname()[1]}"
-        self.server = uvicorn.Server(uvicorn.Config(app, log_level="warning", lifespan="on"))
-        self.thread = threading.Thread(
-            target=self.server.run, kwargs={"sockets": [self.sock]}, name="uvicorn-web", daemon=True
-        )
-
-    def __enter__(self) -> LiveServer:
-        self.thread.start()
-        deadline = time.monotonic() + 60
-        while not self.server.started:
-            if not self.thread.is_alive() or time.monotonic() > deadline:
-                raise RuntimeError("uvicorn did not start")
-            time.sleep(0.05)
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self.server.should_exit = True
-        self.thread.join(timeout=30)
-        self.sock.close()
-
-
-def quiet_settings(home: Path, **updates) -> Settings:
-    # Unlimited rate (every request comes from 127.0.0.1) and no question log in the temp home.
-    return Settings(
-        home=home, llm="extractive", server=ServerSettings(rate_limit_per_minute=0, log_questions=False), **updates
-    )
-
-
-@pytest.fixture(scope="module")
-def indexed(tmp_path_factory, embedder) -> KnowledgeBase:
-    """The fixture corpus ingested once for every server in this module."""
-    kb = KnowledgeBase(quiet_settings(tmp_path_factory.mktemp("web") / "home"), embedder=embedder)
-    corpus = tmp_path_factory.mktemp("web-corpus") / "corpus"
-    shutil.copytree(CORPUS, corpus)
-    Ingestor(kb).ingest_paths([corpus])
-    assert kb.store.count() > 0
-    return kb
 
 
 @pytest.fixture(scope="module")
@@ -110,14 +39,6 @@ def server(indexed) -> Iterator[LiveServer]:
     settings = indexed.settings
     with LiveServer(create_app(settings, citewise=Citewise(settings, kb=indexed))) as live:
         yield live
-
-
-@pytest.fixture(scope="module")
-def browser() -> Iterator[object]:
-    with sync_api.sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
-        yield browser
-        browser.close()
 
 
 def open_page(browser, server, *, width: int = 1280, height: int = 860, mode: str | None = None):
@@ -184,6 +105,11 @@ def test_answer_streams_with_citations_and_opens_the_quoted_passage(browser, ser
     assert citations.count() >= 1
     assert answer.locator(".answer button.cite-ref").count() >= 1  # inline [n] markers are buttons too
     assert requests and requests[0]["question"] == ANSWERABLE
+    # A source card shows up to two lines of its heading path (never one line cut mid-word), the whole in its title.
+    chapter = citations.first.locator(".cite-chapter")
+    assert chapter.evaluate("(e) => getComputedStyle(e).webkitLineClamp") == "2"
+    assert chapter.evaluate("(e) => getComputedStyle(e).textOverflow") != "ellipsis"
+    assert chapter.inner_text().replace(" › ", " > ") in citations.first.get_attribute("title")
 
     # Open the first citation: the passage panel shows the chunk with the quoted span highlighted.
     first = citations.first
@@ -411,19 +337,40 @@ def test_passage_highlight_uses_code_point_offsets_across_markdown(browser, serv
     assert result["heading"] == "Ports"  # the span started at "## ": the heading still renders as one
     assert result["plain"] is False
 
+    # A span inside a link target has no rendered text: nothing is highlighted, and the passage is still markdown.
     link_text = "See [the guide](https://example.com/guide) for more."
     inside_url = link_text.index("example")
-    plain = page.evaluate(
+    linked = page.evaluate(
         """async ([text, spans]) => {
             const { renderPassage } = await import('/render.js');
             const el = document.createElement('div');
             renderPassage(el, text, spans);
-            return { marks: [...el.querySelectorAll('mark')].map((m) => m.textContent),
+            return { marks: [...el.querySelectorAll("mark")].map((m) => m.textContent), text: el.textContent.trim(),
                      plain: el.classList.contains('plain') };
         }""",
         [link_text, [[inside_url, inside_url + len("example")]]],
     )
-    assert plain == {"marks": ["example"], "plain": True}
+    assert linked == {"marks": [], "text": "See the guide for more.", "plain": False}
+
+    # A quote that crosses **bold** and a fenced block is highlighted on the rendered text: no markdown syntax shows.
+    runbook = (
+        "Intro.\n\n**Symptom.** The daemon stops &amp; restarts.\n\n```bash\norbitron restart --now\n```\n\nAfter.\n"
+    )
+    begin = runbook.index("**Symptom")
+    finish = runbook.index("--now") + len("--now")
+    crossing = page.evaluate(
+        """async ([text, spans]) => {
+            const { renderPassage } = await import('/render.js');
+            const el = document.createElement('div');
+            renderPassage(el, text, spans);
+            return { marks: [...el.querySelectorAll("mark")].map((m) => m.textContent), text: el.textContent.trim(),
+                     pre: !!el.querySelector('pre mark'), strong: !!el.querySelector('strong mark') };
+        }""",
+        [runbook, [[begin, finish]]],
+    )
+    assert "**" not in crossing["text"] and "```" not in crossing["text"] and "&amp;" not in crossing["text"]
+    assert "".join(crossing["marks"]) == "Symptom. The daemon stops & restarts.orbitron restart --now"
+    assert crossing["pre"] and crossing["strong"]
     page.close()
 
 
@@ -465,4 +412,112 @@ def test_a_draft_is_discarded_when_the_model_searches_again(browser, drafting_se
     assert "Let me look" not in text
     assert answer.locator("button.cite").count() >= 1
     assert page.errors == []
+    page.close()
+
+
+def test_code_blocks_get_a_copy_button_and_keep_their_citation(browser, server):
+    page = open_page(browser, server)
+    page.context.grant_permissions(["clipboard-read", "clipboard-write"], origin=server.url)
+    rendered = page.evaluate(
+        """async (text) => {
+            const { renderMarkdown } = await import('/render.js');
+            const el = document.createElement('div');
+            document.body.append(el);
+            renderMarkdown(el, text);
+            el.querySelector('.code-copy').click();
+            await new Promise((r) => setTimeout(r, 100));
+            return { bar: el.querySelector('.code-bar')?.textContent ?? null,
+                     cite: !!el.querySelector('.code-bar button.cite-ref'),
+                     lonely: [...el.querySelectorAll('p')].map((p) => p.textContent.trim()),
+                     copied: await navigator.clipboard.readText() };
+        }""",
+        "Restart it:\n\n```bash\norbitron restart --now\n```\n\n[2]\n\nDone [1].",
+    )
+    assert rendered["cite"], rendered  # the marker sits in the block's bar, not alone on a line under it
+    assert rendered["lonely"] == ["Restart it:", "Done\u00a01."]  # the marker glued to its word
+    assert rendered["copied"] == "orbitron restart --now"
+    page.close()
+
+
+def test_trace_is_steps_and_an_answer_can_be_rated(browser, server):
+    page = open_page(browser, server)
+    ratings: list[dict] = []
+    page.on("request", lambda r: ratings.append(r.post_data_json) if r.url.endswith("/api/feedback") else None)
+    ask(page, ANSWERABLE)
+    answer = last_answer(page, "done")
+    page.click("#trace-toggle")
+    steps = answer.locator(".trace-step").all_inner_texts()
+    assert any(step.startswith("Searched the docs for “") for step in steps), steps
+    assert any(step.startswith("Found ") for step in steps), steps
+    assert "{" not in answer.locator(".trace-list").inner_text()  # steps in words, not JSON
+
+    answer.locator(".feedback-down").click()
+    answer.locator(".feedback-text").fill("The port is right but the journal path is missing")
+    answer.locator(".feedback-text").press("Enter")
+    page.wait_for_function("window.__cw.filter((e) => e.name === 'feedback').length === 2")
+    assert [r["rating"] for r in ratings] == ["down", "down"]
+    assert ratings[1]["comment"] == "The port is right but the journal path is missing"
+    assert answer.locator(".feedback-status").inner_text() == "Thanks, sent."
+    # The page's settings button is sliders, not a sun-like cog: it must not read as a theme toggle.
+    assert page.locator("#settings-open svg circle").count() == 2
+    assert page.errors == []
+    page.close()
+
+
+@pytest.fixture
+def analytics_server(indexed, embedder, tmp_path) -> Iterator[LiveServer]:
+    """Keys on: an admin key and a reader's key of the same owner; questions logged (to this test's home)."""
+    from citewise.agent.runner import Citewise
+
+    settings = indexed.settings.model_copy(
+        update={
+            "api_keys": {"k-reader": "docs", "k-admin": "docs"},
+            "admin_keys": ("k-admin",),
+            "server": indexed.settings.server.model_copy(update={"log_questions": True}),
+            "home": tmp_path / "home",
+        }
+    )
+    from citewise.index.knowledge_base import KnowledgeBase
+
+    kb = KnowledgeBase(settings, embedder=embedder)
+    shutil.copytree(indexed.settings.home / "index", settings.home / "index")
+    with LiveServer(create_app(settings, citewise=Citewise(settings, kb=kb))) as live:
+        yield live
+
+
+def test_admins_get_an_analytics_page(browser, analytics_server):
+    import httpx
+
+    reader = {"X-API-Key": "k-reader"}
+    for question in (UNANSWERABLE, UNANSWERABLE, ANSWERABLE):
+        answer = httpx.post(analytics_server.url + "/api/agent/run", json={"question": question}, headers=reader)
+    httpx.post(
+        analytics_server.url + "/api/feedback",
+        json={"answer_id": answer.json()["answer_id"], "rating": "down", "comment": "Missing the TLS port"},
+        headers=reader,
+    ).raise_for_status()
+
+    page = open_page(browser, analytics_server)
+    page.evaluate("localStorage.setItem('citewise.settings', JSON.stringify({apiKey: 'k-reader'}))")
+    page.reload()
+    page.wait_for_selector("body[data-ready='1']")
+    assert page.locator("#analytics-link").is_hidden()  # a reader's key: no link (and a 403 behind it)
+
+    page.evaluate("localStorage.setItem('citewise.settings', JSON.stringify({apiKey: 'k-admin'}))")
+    page.reload()
+    page.locator("#analytics-link").wait_for(state="visible")
+    page.click("#analytics-link")
+    page.wait_for_selector("body.analytics-page[data-ready='1']")
+    totals = page.locator("#totals").inner_text()
+    assert "Questions" in totals and "33%" in totals  # 1 of 3 answered
+    assert "sourdough" in page.locator("#gaps").inner_text()
+    assert "Missing the TLS port" in page.locator("#bad").inner_text()
+    bad_answer = page.locator("#bad .bad-text")
+    assert "7433" in bad_answer.inner_text() and "**" not in bad_answer.inner_text()  # rendered, not raw markdown
+    assert bad_answer.locator("strong").count() >= 1
+    assert page.locator("#reasons tr").count() >= 1
+    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+    page.screenshot(path=str(SCREENSHOTS / "analytics.png"), full_page=True)
+    # Only the answers the page expects: 401 before a key is set, 403 for the reader's key.
+    assert [e for e in page.errors if "(Unauthorized)" not in e and "(Forbidden)" not in e] == []
     page.close()

@@ -134,9 +134,14 @@ def _describe(variants: list[list[dict]]) -> dict:
     }
 
 
-def gap_report(settings: Settings, *, min_count: int = 1, similarity: float = DEFAULT_SIMILARITY) -> dict:
-    """What `citewise gaps` prints: the grouped gaps plus how much of the log they come from."""
+def gap_report(
+    settings: Settings, *, min_count: int = 1, similarity: float = DEFAULT_SIMILARITY, owner: str | None = None
+) -> dict:
+    """What `citewise gaps` prints: the grouped gaps plus how much of the log they come from (only `owner`'s
+    questions when given; questions logged without an owner are the public owner's)."""
     records, bad = read_log(settings.questions_log_path)
+    if owner is not None:
+        records = [r for r in records if (r.get("owner") or "public") == owner]
     groups = group_gaps(records, similarity=similarity, min_count=min_count)
     return {
         "log": str(settings.questions_log_path),

@@ -5,6 +5,10 @@
     /api/documents           upload (ingest), list, delete — scoped to the caller's owner
     /api/chunks/{id}         one chunk the caller may see (opening a citation)
     /api/sources             sources (websites, Git repositories, folders) the caller may see, with their syncs
+    /api/feedback            a rating of an answer; /api/analytics what to fix (admin keys), owner-scoped
+    /v1/chat/completions     OpenAI-compatible chat (and /v1/models): Citewise as a "model" for existing clients
+    /mcp                     the MCP server (streamable HTTP): search_docs, open_citation, ask, documents
+    /widget.js               the embeddable chat widget (a static file of citewise/web/)
     /health /ready /metrics  liveness, readiness, Prometheus
     /                        the web chat (static files from citewise/web/), mounted after the API
 
@@ -15,9 +19,11 @@ mapping.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -28,19 +34,23 @@ from fastapi.middleware.cors import CORSMiddleware
 from fastapi.responses import JSONResponse
 from fastapi.routing import APIRoute
 from fastapi.staticfiles import StaticFiles
+from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.routing import BaseRoute, Route
 from uvicorn.middleware.proxy_headers import ProxyHeadersMiddleware
 
 from citewise import __version__
 from citewise.agent.limits import retry_after
 from citewise.errors import CitewiseError
+from citewise.feedback.store import FeedbackStore, open_feedback_store
 from citewise.index.knowledge_base import KnowledgeBase
 from citewise.index.retriever import Retriever
 from citewise.server.auth import RateLimiter
 from citewise.server.deps import ServerState
 from citewise.server.gate import RequestGate
-from citewise.server.http_errors import map_error
+from citewise.server.http_errors import error_body, map_error
+from citewise.server.mcp_server import MCPEndpoint
 from citewise.server.metrics import Metrics, MetricsMiddleware
-from citewise.server.routers import agent, chat, documents, health, sources
+from citewise.server.routers import agent, chat, documents, feedback, health, openai_compat, sources
 from citewise.server.scheduler import SourceScheduler
 from citewise.server.sessions import open_checkpointer
 from citewise.server.writer import WriteQueue
@@ -75,14 +85,21 @@ def create_app(
         citewise=citewise,
     )
 
+    json_limit = int(settings.server.max_body_mb * 1024 * 1024)
+    mcp = MCPEndpoint(state.agent, json_limit) if settings.server.mcp else None
+    if settings.feedback.enabled:
+        state.feedback = open_feedback_store(settings)
+
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         state.fresh_locks()  # asyncio locks belong to one event loop: a restarted app may run on a new one
         state.writer = WriteQueue(settings.server.write_queue_size)
         state.writer.start()
         documents.resume_uploads(state)  # uploads a previous run accepted but never finished
+        if state.feedback is not None:
+            await asyncio.to_thread(_forget_unrated, state.feedback, settings.feedback.keep_answers_days)
         try:
-            async with open_checkpointer(settings) as saver:
+            async with open_checkpointer(settings) as saver, mcp.running() if mcp else contextlib.nullcontext():
                 state.checkpointer = saver
                 if state.citewise is not None and getattr(state.citewise, "checkpointer", None) is None:
                     state.citewise.checkpointer = saver
@@ -116,24 +133,34 @@ def create_app(
     app.include_router(agent.router)
     app.include_router(documents.router, max_body_size=documents.request_body_limit(settings))
     app.include_router(sources.router)
+    app.include_router(feedback.router)
+    app.include_router(openai_compat.router)
+    if mcp is not None:
+        app.router.routes.append(Route("/mcp", endpoint=mcp, methods=["GET", "POST", "DELETE"], name="mcp"))
     app.add_exception_handler(CitewiseError, _citewise_error)
+    app.add_exception_handler(StarletteHTTPException, _http_error)
     app.add_exception_handler(RequestValidationError, _invalid_request)
     app.add_exception_handler(Exception, _unexpected_error)
 
     # Middleware added first runs innermost: the gate (auth, limits, before any body is read) sees the client
     # address the proxy middleware resolved and is skipped by CORS preflights.
-    json_limit = int(settings.server.max_body_mb * 1024 * 1024)
     upload_limit = documents.request_body_limit(settings)
-    json_routers = (health.router, chat.router, agent.router, sources.router)
-    routes = [(r, json_limit) for router in json_routers for r in router.routes]
+    json_routers = (health.router, chat.router, agent.router, sources.router, feedback.router, openai_compat.router)
+    routes: list[tuple[BaseRoute, int]] = [(r, json_limit) for router in json_routers for r in router.routes]
     routes += [(r, upload_limit) for r in documents.router.routes]
-    app.add_middleware(RequestGate, state=state, routes=[(r, limit) for r, limit in routes if isinstance(r, APIRoute)])
+    gated = [(r, limit) for r, limit in routes if isinstance(r, APIRoute)]
+    gated += [(r, json_limit) for r in app.router.routes if getattr(r, "name", None) == "mcp"]
+    app.add_middleware(RequestGate, state=state, routes=gated)
     if settings.server.cors_origins:
+        # The allow-list is exact: a page on any other origin gets no CORS headers, so its browser refuses to read
+        # the response (and, for the API's JSON and key headers, to send the request at all).
         app.add_middleware(
             CORSMiddleware,
             allow_origins=list(settings.server.cors_origins),
             allow_methods=["GET", "POST", "DELETE"],
             allow_headers=["Authorization", "X-API-Key", "Content-Type"],
+            expose_headers=["Retry-After"],
+            max_age=600,
         )
     app.add_middleware(MetricsMiddleware, metrics=state.metrics)
     if settings.server.trusted_proxies:
@@ -158,12 +185,30 @@ async def _citewise_error(request: Request, exc: Exception) -> JSONResponse:
     headers = {"Retry-After": retry_after(exc)} if code == 429 else None
     # A 422 has one shape, whoever found the problem: FastAPI's list of {loc, msg, type} (the OpenAPI schema's).
     body = [{"loc": ["body"], "msg": detail, "type": kind}] if code == 422 else detail
-    return JSONResponse(_printable({"detail": body, "type": kind}), status_code=code, headers=headers)
+    return JSONResponse(_printable(error_body(request.url.path, code, body, kind)), status_code=code, headers=headers)
+
+
+async def _http_error(request: Request, exc: Exception) -> JSONResponse:
+    assert isinstance(exc, StarletteHTTPException)
+    body = error_body(request.url.path, exc.status_code, exc.detail)
+    return JSONResponse(_printable(body), status_code=exc.status_code, headers=exc.headers)
+
+
+def _forget_unrated(store: FeedbackStore, days: float) -> None:
+    before = (datetime.now(UTC) - timedelta(days=days)).isoformat(timespec="seconds")
+    try:
+        forgotten = store.forget_unrated(before)
+    except Exception as exc:  # the server still answers; ratings wait for a store that works
+        log.warning("Could not tidy the feedback store: %s", exc)
+        return
+    if forgotten:
+        log.info("Forgot %d unrated answers older than %g days", forgotten, days)
 
 
 async def _invalid_request(request: Request, exc: Exception) -> JSONResponse:
     assert isinstance(exc, RequestValidationError)
-    return JSONResponse(_printable({"detail": jsonable_encoder(exc.errors())}), status_code=422)
+    body = error_body(request.url.path, 422, jsonable_encoder(exc.errors()))
+    return JSONResponse(_printable(body), status_code=422)
 
 
 def _printable(value: object) -> object:
@@ -180,4 +225,4 @@ def _printable(value: object) -> object:
 
 async def _unexpected_error(request: Request, exc: Exception) -> JSONResponse:
     log.error("%s %s failed unexpectedly", request.method, request.url.path, exc_info=exc)
-    return JSONResponse({"detail": "Internal server error.", "type": "internal_error"}, status_code=500)
+    return JSONResponse(error_body(request.url.path, 500, "Internal server error.", "internal_error"), status_code=500)

@@ -16,7 +16,7 @@ import hmac
 import math
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 
 from fastapi import HTTPException, status
@@ -28,6 +28,8 @@ from citewise.types import PUBLIC, Owner
 class Caller:
     owner: Owner  # whose documents this caller sees (Owner.sees), and owns
     key_id: str | None  # a non-secret label for the key (used for rate limiting and logs), None without keys
+    # May read its owner's answer analytics: a key in `admin_keys`, or anyone when no keys are set (a local tool).
+    admin: bool = False
 
 
 def presented_key(headers: Mapping[str, str]) -> str | None:
@@ -38,10 +40,10 @@ def presented_key(headers: Mapping[str, str]) -> str | None:
     return headers.get("x-api-key") or None
 
 
-def resolve_caller(headers: Mapping[str, str], api_keys: dict[str, str]) -> Caller:
+def resolve_caller(headers: Mapping[str, str], api_keys: dict[str, str], admin_keys: Collection[str] = ()) -> Caller:
     """The caller's owner; 401 when keys are configured and none (or an unknown one) was presented."""
     if not api_keys:
-        return Caller(owner=PUBLIC, key_id=None)
+        return Caller(owner=PUBLIC, key_id=None, admin=True)
     key = presented_key(headers)
     if key is None:
         raise HTTPException(
@@ -52,7 +54,8 @@ def resolve_caller(headers: Mapping[str, str], api_keys: dict[str, str]) -> Call
     for candidate, owner in api_keys.items():
         # Constant-time comparison: response timing must not reveal how much of a key was right.
         if hmac.compare_digest(candidate.encode(), key.encode()):
-            return Caller(owner=Owner.of(owner), key_id=_key_label(candidate))
+            admin = any(hmac.compare_digest(candidate.encode(), k.encode()) for k in admin_keys)
+            return Caller(owner=Owner.of(owner), key_id=_key_label(candidate), admin=admin)
     raise HTTPException(status.HTTP_401_UNAUTHORIZED, detail="Invalid API key.", headers={"WWW-Authenticate": "Bearer"})
 
 

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 from fastapi import Depends, Request
 
+from citewise.feedback.store import AnswerRecord, FeedbackStore
 from citewise.index.knowledge_base import KnowledgeBase
 from citewise.index.retriever import Retriever
 from citewise.server.auth import Caller, RateLimiter
@@ -46,6 +47,7 @@ class ServerState:
     # Uploads and deletes, in order, one at a time (they hold the home's write lock), bounded: see writer.py.
     writer: WriteQueue | None = None
     scheduler: SourceScheduler | None = None  # scheduled source syncs (server.scheduled_syncs)
+    feedback: FeedbackStore | None = None  # answers kept for rating (feedback.enabled)
     _build_lock: asyncio.Lock = field(default_factory=asyncio.Lock)
 
     def fresh_locks(self) -> None:
@@ -63,6 +65,26 @@ class ServerState:
                     Citewise, self.settings, kb=self.kb, checkpointer=self.checkpointer
                 )
         return self.citewise
+
+    async def record_answer(self, answer: Any, caller: Caller, *, session_id: str | None, surface: str) -> str | None:
+        """Keep `answer` so its reader can rate it; its answer id, or None when feedback is off or the store failed
+        (an answer is never lost to its rating's bookkeeping)."""
+        store = self.feedback
+        if store is None or not answer.question.strip():
+            return None
+
+        def keep() -> str:
+            record = AnswerRecord.of(
+                answer, owner=caller.owner.id, docs_version=self.kb.version, session_id=session_id, surface=surface
+            )
+            store.record_answer(record)
+            return record.answer_id
+
+        try:
+            return await asyncio.to_thread(keep)
+        except Exception as exc:
+            log.warning("Could not keep an answer for feedback: %s", exc)
+            return None
 
 
 async def get_state(request: Request) -> ServerState:
@@ -84,10 +106,14 @@ async def get_caller(request: Request) -> Caller:
 CallerDep = Annotated[Caller, Depends(get_caller)]
 
 
-def answer_json(answer: Any, *, session_id: str | None, include_trace: bool) -> dict[str, Any]:
-    """An Answer as the API returns it: the caller's own session id, the trace only when asked for."""
+def answer_json(
+    answer: Any, *, session_id: str | None, include_trace: bool, answer_id: str | None = None
+) -> dict[str, Any]:
+    """An Answer as the API returns it: the caller's own session id, the id to rate it by (POST /api/feedback), the
+    trace only when asked for."""
     data = answer.model_dump(mode="json")
     data["session_id"] = session_id
+    data["answer_id"] = answer_id
     if not include_trace:
         data["trace"] = []
     return data

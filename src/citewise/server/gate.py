@@ -6,9 +6,10 @@ in order, with nothing read but the headers:
 
 1. routing: a path that only the API serves, with a method it does not take → 405 with the right `Allow`
    (the web page mounted at `/` would otherwise answer for it, with its own `Allow: GET, HEAD`);
-2. authentication, for the routes that act as a caller (those depending on `get_caller`): no or a wrong key → 401,
-   and more than `server.auth_failures_per_minute` failures from one client address → 429;
-3. the caller's rate limit → 429 with Retry-After;
+2. authentication, for the routes that act as a caller (those depending on `get_caller`, and every plain ASGI route
+   handed to the gate, such as the MCP endpoint): no or a wrong key → 401, and more than
+   `server.auth_failures_per_minute` failures from one client address → 429;
+3. the caller's rate limit, per key and client address → 429 with Retry-After;
 4. the body: over the route's limit by its Content-Length → 413 at once; a streamed (chunked) body is counted as it
    arrives and cut off at the limit with 413; a body not complete within `server.body_timeout_s` → 408.
 
@@ -32,10 +33,11 @@ from fastapi import HTTPException, status
 from fastapi.routing import APIRoute
 from starlette.datastructures import Headers
 from starlette.requests import ClientDisconnect
-from starlette.routing import Match, Route
+from starlette.routing import BaseRoute, Match, Route
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from citewise.server.auth import Caller, resolve_caller, retry_after_header
+from citewise.server.http_errors import error_body
 
 if TYPE_CHECKING:
     from citewise.server.deps import ServerState
@@ -46,7 +48,7 @@ CALLER_SCOPE_KEY = "citewise.caller"
 
 
 class RequestGate:
-    def __init__(self, app: ASGIApp, state: ServerState, routes: Sequence[tuple[APIRoute, int]]) -> None:
+    def __init__(self, app: ASGIApp, state: ServerState, routes: Sequence[tuple[BaseRoute, int]]) -> None:
         """`routes`: every API route with the most bytes its body may have."""
         self.app = app
         self.state = state
@@ -59,17 +61,17 @@ class RequestGate:
         settings = self.state.settings.server
         route, limit, allowed = self._match(scope)
         if route is None and allowed:
-            await _reply(send, 405, "Method Not Allowed", {"allow": ", ".join(sorted(allowed))})
+            await _reply(scope, send, 405, "Method Not Allowed", {"allow": ", ".join(sorted(allowed))})
             return
         if route is not None and _needs_caller(route):
             rejection = self._admit(scope)
             if rejection is not None:
-                await _reply(send, *rejection)
+                await _reply(scope, send, *rejection)
                 return
         limit = limit or int(settings.max_body_mb * 1024 * 1024)
         length = _content_length(scope)
         if length is not None and length > limit:
-            await _reply(send, *_too_large(limit))
+            await _reply(scope, send, *_too_large(limit))
             return
         reader = _BodyReader(receive, limit, settings.body_timeout_s)
         try:
@@ -81,16 +83,16 @@ class RequestGate:
             # the client's choice, not a server error (the stream already counted and logged the disconnect).
             log.debug("%s %s: client gone (%r)", scope.get("method"), scope.get("path"), exc)
 
-    def _match(self, scope: Scope) -> tuple[APIRoute | None, int | None, set[str]]:
+    def _match(self, scope: Scope) -> tuple[BaseRoute | None, int | None, set[str]]:
         """(the API route this request is for, or None; its body limit; the methods the path takes when the method
         is wrong)."""
         allowed: set[str] = set()
         for route, limit in self.routes:
-            match, _ = Route.matches(route, scope)
+            match, _ = Route.matches(route, scope) if isinstance(route, APIRoute) else route.matches(scope)
             if match is Match.FULL:
                 return route, limit, set()
             if match is Match.PARTIAL:
-                allowed |= route.methods or set()
+                allowed |= getattr(route, "methods", None) or set()
         return None, None, allowed
 
     def _admit(self, scope: Scope) -> tuple[int, str, dict[str, str]] | None:
@@ -98,15 +100,16 @@ class RequestGate:
         state = self.state
         client = _client(scope)
         try:
-            caller = resolve_caller(Headers(scope=scope), state.settings.api_keys)
+            caller = resolve_caller(Headers(scope=scope), state.settings.api_keys, state.settings.admin_keys)
         except HTTPException as exc:
             # Failed checks are limited per address: guessing keys must be slow even when each guess is cheap.
             wait = state.auth_failures.acquire(f"ip:{client}")
             if wait > 0:
                 return _rate_limited("Too many failed authentications from this address.", wait)
             return exc.status_code, str(exc.detail), dict(exc.headers or {})
-        # Per key when keys are on; per client address otherwise, so one local script can't starve the page.
-        wait = state.limiter.acquire(caller.key_id or f"ip:{client}")
+        # Per key and client address: one key may be shared by many clients (a widget's key is in every reader's
+        # page), and one reader must not use up the others' allowance. Without keys, per client address.
+        wait = state.limiter.acquire(f"{caller.key_id}@{client}" if caller.key_id else f"ip:{client}")
         if wait > 0:
             per_minute = state.settings.server.rate_limit_per_minute
             return _rate_limited(f"Rate limit of {per_minute} requests per minute exceeded.", wait)
@@ -125,8 +128,11 @@ def caller_of(scope: Scope) -> Caller | None:
     return scope.get(CALLER_SCOPE_KEY)
 
 
-def _needs_caller(route: APIRoute) -> bool:
+def _needs_caller(route: BaseRoute) -> bool:
     from citewise.server.deps import get_caller
+
+    if not isinstance(route, APIRoute):
+        return True  # a plain ASGI app (the MCP endpoint) acts as its caller on every request
 
     cached = getattr(route, "_citewise_needs_caller", None)
     if cached is None:
@@ -161,10 +167,10 @@ def _rate_limited(detail: str, wait: float) -> tuple[int, str, dict[str, str]]:
     return status.HTTP_429_TOO_MANY_REQUESTS, detail, {"retry-after": retry_after_header(wait)}
 
 
-async def _reply(send: Send, code: int, detail: str, headers: dict[str, str]) -> None:
+async def _reply(scope: Scope, send: Send, code: int, detail: str, headers: dict[str, str]) -> None:
     """A JSON error sent without reading the body. An unread body ends the connection (the server closes it rather
     than read what is left), so say so."""
-    body = json.dumps({"detail": detail}).encode()
+    body = json.dumps(error_body(scope.get("path", ""), code, detail)).encode()
     raw = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]
     raw += [(k.lower().encode(), v.encode()) for k, v in headers.items()]
     if "connection" not in headers:

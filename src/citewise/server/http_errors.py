@@ -41,3 +41,37 @@ def map_error(exc: BaseException) -> tuple[int, str, str]:
         if isinstance(exc, cls):
             return code, kind, detail if detail is not None else str(exc)
     return 500, "internal_error", "Internal server error."
+
+
+# The OpenAI-compatible routes answer errors in OpenAI's shape too (`{"error": {message, type, code}}`), so its
+# clients raise the error class they know (RateLimitError on 429, AuthenticationError on 401, …) with our message.
+# `detail` stays beside it: one body that Citewise's own clients read as well.
+OPENAI_PREFIX = "/v1/"
+_OPENAI_TYPES = {
+    401: ("authentication_error", "invalid_api_key"),
+    403: ("permission_error", None),
+    404: ("invalid_request_error", "not_found"),
+    429: ("rate_limit_error", "rate_limit_exceeded"),
+}
+
+
+def openai_error(status: int, message: str, code: str | None = None) -> dict:
+    kind, default_code = _OPENAI_TYPES.get(status, ("server_error" if status >= 500 else "invalid_request_error", None))
+    return {"message": message, "type": kind, "param": None, "code": code or default_code}
+
+
+def error_body(path: str, status: int, detail: object, kind: str | None = None, *, code: str | None = None) -> dict:
+    """An error response body for a request to `path`: `{"detail", "type"}`, plus OpenAI's `error` under /v1/."""
+    body: dict = {"detail": detail}
+    if kind is not None:
+        body["type"] = kind
+    if path.startswith(OPENAI_PREFIX):
+        message = detail if isinstance(detail, str) else "; ".join(_messages(detail))
+        body["error"] = openai_error(status, message, code)
+    return body
+
+
+def _messages(detail: object) -> list[str]:
+    if isinstance(detail, list):
+        return [str(d.get("msg", d)) if isinstance(d, dict) else str(d) for d in detail]
+    return [str(detail)]

@@ -12,6 +12,7 @@ citewise_source_sync_duration_seconds{source}             time one sync took
 citewise_source_documents{source}                         indexed documents of a source after its last sync
 citewise_source_last_success_timestamp_seconds{source}    when a source last synced without error
 citewise_source_sync_running                              1 while a scheduled sync runs
+citewise_feedback_total{rating}                           ratings given to answers (up, down)
 """
 
 from __future__ import annotations
@@ -63,6 +64,7 @@ class Metrics:
         self.disconnects = Counter(
             "citewise_stream_disconnects", "Streaming runs cancelled because the client disconnected.", registry=r
         )
+        self.feedback = Counter("citewise_feedback", "Ratings given to answers.", ["rating"], registry=r)
         self.syncs = Counter("citewise_source_syncs", "Source syncs by outcome.", ["source", "result"], registry=r)
         self.sync_latency = Histogram(
             "citewise_source_sync_duration_seconds",

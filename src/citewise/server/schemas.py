@@ -66,6 +66,7 @@ class ChatResponse(BaseModel):
     closest_sections: list[SectionRef] = Field(
         default_factory=list, description="On a refusal: up to three sections worth reading. Not citations."
     )
+    answer_id: str | None = Field(None, description="Rate this answer with POST /api/feedback (feedback.enabled).")
 
 
 class ErrorBody(BaseModel):

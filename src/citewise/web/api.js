@@ -1,5 +1,6 @@
-// The page's only way to the server: the public HTTP API. EventSource can't POST a JSON body or send an
-// X-API-Key header, so the stream is read with fetch and parsed here (WHATWG "text/event-stream" rules).
+// The page's and the widget's only way to the server: the public HTTP API. EventSource can't POST a JSON body or send
+// an X-API-Key header, so the stream is read with fetch and parsed here (WHATWG "text/event-stream" rules).
+// `base` is the server's root URL ending in "/" (the widget runs on another site's page); the page leaves it out.
 
 export class HttpError extends Error {
   constructor(status, detail, retryAfterS = null) {
@@ -7,6 +8,10 @@ export class HttpError extends Error {
     this.status = status;
     this.retryAfterS = retryAfterS;
   }
+}
+
+function url(base, path) {
+  return (base || "/") + path.replace(/^\//, "");
 }
 
 function headers(apiKey, extra = {}) {
@@ -81,8 +86,8 @@ function parseData(raw) {
 // Runs one question. `handlers` gets onTrace/onToken/onDiscard/onCitation as they arrive (onDiscard: forget the
 // tokens shown so far, the next ones replace them — the server's one signal for that); resolves with
 // {answer} (the `complete` event) or {error} (the `error` event). Throws HttpError for non-2xx replies.
-export async function streamAnswer(body, { apiKey, signal, handlers }) {
-  const response = await fetch("/api/agent/stream", {
+export async function streamAnswer(body, { apiKey, signal, handlers, base }) {
+  const response = await fetch(url(base, "/api/agent/stream"), {
     method: "POST",
     headers: headers(apiKey, { "Content-Type": "application/json", Accept: "text/event-stream" }),
     body: JSON.stringify(body),
@@ -115,8 +120,19 @@ export async function streamAnswer(body, { apiKey, signal, handlers }) {
   return { error: { message: "The connection closed before the answer finished.", retryable: true } };
 }
 
-export async function getJSON(path, { apiKey, signal } = {}) {
-  const response = await fetch(path, { headers: headers(apiKey, { Accept: "application/json" }), signal });
+export async function getJSON(path, { apiKey, signal, base } = {}) {
+  const response = await fetch(url(base, path), { headers: headers(apiKey, { Accept: "application/json" }), signal });
+  if (!response.ok) throw await errorFrom(response);
+  return response.json();
+}
+
+export async function postJSON(path, body, { apiKey, signal, base } = {}) {
+  const response = await fetch(url(base, path), {
+    method: "POST",
+    headers: headers(apiKey, { "Content-Type": "application/json", Accept: "application/json" }),
+    body: JSON.stringify(body),
+    signal,
+  });
   if (!response.ok) throw await errorFrom(response);
   return response.json();
 }

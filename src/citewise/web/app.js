@@ -2,7 +2,9 @@
 // State lives in this module; the server is reached only through api.js.
 
 import { HttpError, getJSON, streamAnswer } from "./api.js";
+import { feedbackControl } from "./feedback.js";
 import { renderMarkdown, renderPassage } from "./render.js";
+import { describeStep } from "./trace.js";
 
 const $ = (id) => document.getElementById(id);
 const els = {
@@ -32,6 +34,7 @@ const els = {
   passageNote: $("passage-note"),
   passageClose: $("passage-close"),
   corpus: $("corpus-status"),
+  analytics: $("analytics-link"),
   statusLive: $("status-live"),
 };
 
@@ -123,13 +126,6 @@ function traceLabel(ev) {
   return TRACE_LABELS[ev.type] ?? "Working";
 }
 
-function traceSummary(ev) {
-  const data = ev.data ?? {};
-  const keys = Object.keys(data);
-  if (!keys.length) return "";
-  const text = JSON.stringify(data);
-  return text.length > 400 ? `${text.slice(0, 400)}…` : text;
-}
 
 class AssistantMessage {
   constructor(request) {
@@ -205,12 +201,12 @@ class AssistantMessage {
     if (!ev || typeof ev !== "object") return;
     this.traceCount += 1;
     const li = el("li", `trace-item trace-${ev.type}`);
-    li.append(el("span", "trace-type", ev.type ?? "event"));
-    if (ev.node) li.append(el("span", "trace-node", ev.node));
-    const summary = traceSummary(ev);
-    if (summary) li.append(el("code", "trace-data", summary));
+    const { title, detail } = describeStep(ev);
+    li.append(el("span", "trace-step", title));
+    if (detail) li.append(el("span", "trace-detail", detail));
+    li.title = `${ev.type}${ev.node ? ` (${ev.node})` : ""}`; // the event's own name, for whoever reads server logs
     this.traceList.append(li);
-    this.trace.querySelector("summary").textContent = `Trace · ${this.traceCount} step${this.traceCount === 1 ? "" : "s"}`;
+    this.trace.querySelector("summary").textContent = `How it was found · ${this.traceCount} step${this.traceCount === 1 ? "" : "s"}`;
     this.trace.hidden = false;
     if (this.root.dataset.state === "thinking") this.thinkingLabel.textContent = traceLabel(ev);
   }
@@ -352,6 +348,8 @@ class AssistantMessage {
       setTimeout(() => (copy.textContent = "Copy"), 1500);
     });
     this.meta.append(info, copy);
+    const rating = feedbackControl(answer.answer_id, { apiKey: state.settings.apiKey });
+    if (rating) this.meta.append(rating);
     this.meta.hidden = false;
   }
 
@@ -802,9 +800,20 @@ els.settings.addEventListener("close", () => {
     state.settings = { apiKey: els.apiKey.value.trim(), mode: els.mode.value, style: els.style.value };
     localStorage.setItem("citewise.settings", JSON.stringify(state.settings));
     loadCorpusStatus();
+    loadAnalyticsLink();
   }
   els.settingsOpen.focus();
 });
+
+// The Analytics link shows for keys that may read them (an admin key, or any caller on a server without keys).
+async function loadAnalyticsLink() {
+  try {
+    await getJSON("/api/analytics?days=1&top=1", { apiKey: state.settings.apiKey });
+    els.analytics.hidden = false;
+  } catch {
+    els.analytics.hidden = true;
+  }
+}
 
 async function loadCorpusStatus() {
   try {
@@ -820,6 +829,7 @@ async function loadCorpusStatus() {
 
 applyTrace();
 loadCorpusStatus();
+loadAnalyticsLink();
 autoGrow();
 els.question.focus();
 document.body.dataset.ready = "1";

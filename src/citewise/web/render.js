@@ -2,9 +2,8 @@
 // Everything the server sends is treated as untrusted text: markdown goes through DOMPurify, passages are
 // inserted as text nodes only.
 
+import DOMPurify from "./vendor/purify.es.mjs";
 import { marked } from "./vendor/marked.esm.js";
-
-const DOMPurify = window.DOMPurify;
 
 marked.setOptions({ gfm: true, breaks: false });
 
@@ -74,26 +73,61 @@ function wrapTables(el) {
   }
 }
 
+const ONLY_MARKERS = /^\s*(\[\d{1,3}\]\s*)+$/;
+
+// Code blocks get a bar with a copy button. A paragraph holding nothing but citation markers right after a code block
+// (an answer that ends a command with " [2]") moves into that bar, instead of standing alone on a line of its own.
+function decorateCode(root) {
+  for (const pre of root.querySelectorAll("pre")) {
+    const block = document.createElement("div");
+    block.className = "code-block";
+    pre.replaceWith(block);
+    const bar = document.createElement("div");
+    bar.className = "code-bar";
+    const next = block.nextElementSibling;
+    if (next?.tagName === "P" && ONLY_MARKERS.test(next.textContent)) {
+      const cites = document.createElement("span");
+      cites.className = "code-cites";
+      cites.textContent = next.textContent.trim();
+      bar.append(cites);
+      next.remove();
+    }
+    const copy = document.createElement("button");
+    copy.type = "button";
+    copy.className = "code-copy";
+    copy.textContent = "Copy";
+    copy.setAttribute("aria-label", "Copy the code");
+    copy.addEventListener("click", async () => {
+      try {
+        await navigator.clipboard.writeText(pre.textContent.replace(/\n$/, ""));
+        copy.textContent = "Copied";
+      } catch {
+        copy.textContent = "Copy failed";
+      }
+      setTimeout(() => (copy.textContent = "Copy"), 1500);
+    });
+    bar.append(copy);
+    block.append(bar, pre);
+  }
+}
+
 export function renderMarkdown(el, text) {
   el.innerHTML = DOMPurify.sanitize(marked.parse(text ?? ""), SANITIZE);
   wrapTables(el);
+  decorateCode(el);
   linkMarkers(el);
 }
 
-// Private-use characters mark the quoted spans in the chunk's markdown before it is rendered; afterwards every
-// text run between them is wrapped in <mark>, so a quote that crosses **bold** or `code` is still highlighted.
-const OPEN = "\uE000";
-const CLOSE = "\uE001";
+// quote_spans are [start, end) offsets into the chunk's markdown source, in Python str indices (code points); JS
+// strings index UTF-16 units, so the source is split into code points first (an emoji before a span would otherwise
+// shift it).
 const BLOCK_MARKER = /^(#{1,6}[ \t]+|>[ \t]*|[-*+][ \t]+|\d{1,3}[.)][ \t]+)/;
 
-// quote_spans are [start, end) offsets in Python str indices (code points); JS strings index UTF-16 units, so the
-// text is split into code points before slicing (an emoji before the span would otherwise shift it).
 function cleanSpans(points, spans) {
   const out = [];
   for (const span of spans || []) {
     let [s, e] = [Math.max(0, span[0]), Math.min(points.length, span[1])];
-    // A marker at the start of a line would stop "## Heading" or "- item" being one; one right after a line
-    // break would do the same to the next line. Keep both inside the text.
+    // A span that starts at "## " or "- " highlights the heading or item, not its marker.
     const lineStart = points.lastIndexOf("\n", s - 1) + 1;
     if (!points.slice(lineStart, s).join("").trim()) {
       const m = BLOCK_MARKER.exec(points.slice(s, s + 16).join(""));
@@ -112,74 +146,122 @@ function cleanSpans(points, spans) {
   return merged;
 }
 
-function wrapMarked(root) {
+// Where each character of the rendered text came from in the source. Rendering only drops characters (markdown
+// syntax: **, `, ```lang, #, link targets) and decodes a few (entities), so the rendered text is, almost, a
+// subsequence of the source: each rendered character is matched to the next equal source character close ahead, or
+// further ahead when the characters after it match there too (past a link target); one that matches nowhere (an
+// entity's decoded character) is not mapped. Whitespace matches whitespace, or nothing (markdown adds line breaks
+// between blocks).
+const NEAR = 12;
+const FAR = 400;
+
+function nextMatch(points, from, ch, limit) {
+  const end = Math.min(points.length, from + limit);
+  const space = /\s/.test(ch);
+  for (let i = from; i < end; i += 1) {
+    if (space ? /\s/.test(points[i]) : points[i] === ch) return i;
+  }
+  return -1;
+}
+
+function confirmed(points, at, rest) {
+  // The next few non-space rendered characters follow `at` closely in the source too.
+  let p = at + 1;
+  let checked = 0;
+  for (const ch of rest) {
+    if (/\s/.test(ch)) continue;
+    const i = nextMatch(points, p, ch, NEAR);
+    if (i < 0) return false;
+    p = i + 1;
+    checked += 1;
+    if (checked === 4) break;
+  }
+  return true;
+}
+
+function sourcePositions(points, rendered) {
+  const positions = new Array(rendered.length).fill(-1);
+  let p = 0;
+  for (let k = 0; k < rendered.length; k += 1) {
+    const ch = rendered[k];
+    let i = nextMatch(points, p, ch, NEAR);
+    if (i < 0 && !/\s/.test(ch)) {
+      const rest = rendered.slice(k + 1, k + 24);
+      for (let from = p; from < Math.min(points.length, p + FAR); ) {
+        const j = nextMatch(points, from, ch, FAR - (from - p));
+        if (j < 0) break;
+        if (confirmed(points, j, rest)) {
+          i = j;
+          break;
+        }
+        from = j + 1;
+      }
+    }
+    if (i >= 0) {
+      positions[k] = i;
+      p = i + 1;
+    }
+  }
+  return positions;
+}
+
+// Wraps the rendered characters whose source lies inside a span in <mark>, text node by text node; returns the first.
+function highlight(root, points, spans) {
   const walker = document.createTreeWalker(root, NodeFilter.SHOW_TEXT);
   const nodes = [];
   while (walker.nextNode()) nodes.push(walker.currentNode);
-  let inside = false;
+  const chars = nodes.map((n) => Array.from(n.nodeValue));
+  const positions = sourcePositions(points, chars.flat());
+  const inside = (pos) => pos >= 0 && spans.some(([s, e]) => pos >= s && pos < e);
+  let k = 0;
+  let previous = false;
   let first = null;
-  for (const node of nodes) {
-    const parts = node.nodeValue.split(/([\uE000\uE001])/);
-    if (parts.length === 1 && !inside) continue;
+  nodes.forEach((node, n) => {
+    const flags = chars[n].map((ch) => {
+      const pos = positions[k];
+      k += 1;
+      // An unmapped character (an entity, a line break markdown added) goes with the text before it.
+      previous = pos >= 0 ? inside(pos) : previous;
+      return previous;
+    });
+    if (!flags.some(Boolean)) return;
     const frag = document.createDocumentFragment();
-    for (const part of parts) {
-      if (part === OPEN) inside = true;
-      else if (part === CLOSE) inside = false;
-      else if (part && inside) {
+    let run = "";
+    let marked_ = flags[0];
+    const flush = () => {
+      if (!run) return;
+      if (marked_ && run.trim()) {
         const mark = document.createElement("mark");
-        mark.textContent = part;
+        mark.textContent = run;
         frag.append(mark);
         first ??= mark;
-      } else if (part) frag.append(part);
-    }
+      } else frag.append(run);
+      run = "";
+    };
+    chars[n].forEach((ch, i) => {
+      if (flags[i] !== marked_) {
+        flush();
+        marked_ = flags[i];
+      }
+      run += ch;
+    });
+    flush();
     node.replaceWith(frag);
-  }
+  });
   return first;
 }
 
-function renderPlain(el, points, spans) {
-  el.classList.remove("markdown");
-  el.classList.add("plain");
-  let pos = 0;
-  let first = null;
-  for (const [s, e] of spans) {
-    if (s > pos) el.append(points.slice(pos, s).join(""));
-    const mark = document.createElement("mark");
-    mark.textContent = points.slice(s, e).join("");
-    el.append(mark);
-    first ??= mark;
-    pos = e;
-  }
-  if (pos < points.length) el.append(points.slice(pos).join(""));
-  return first;
-}
-
-// Renders a chunk (markdown source) with its quoted spans highlighted; returns the first <mark>, if any.
+// Renders a chunk (markdown source) as markdown, with its quoted spans highlighted on the rendered text; returns the
+// first <mark>, if any. Never falls back to showing the raw source.
 export function renderPassage(el, text, spans) {
   el.replaceChildren();
-  const points = Array.from(text.replace(/[\uE000\uE001]/g, ""));
-  const clean = cleanSpans(points, spans);
-  let marked_ = "";
-  let pos = 0;
-  for (const [s, e] of clean) {
-    marked_ += points.slice(pos, s).join("") + OPEN + points.slice(s, e).join("") + CLOSE;
-    pos = e;
-  }
-  marked_ += points.slice(pos).join("");
-
+  const points = Array.from(text ?? "");
   const holder = document.createElement("div");
-  holder.innerHTML = DOMPurify.sanitize(marked.parse(marked_), SANITIZE);
-  const rendered = holder.textContent;
-  const opens = rendered.split(OPEN).length - 1;
-  const closes = rendered.split(CLOSE).length - 1;
-  if (opens !== clean.length || closes !== clean.length) {
-    // A marker ended up somewhere markdown doesn't keep as text (a link target, an HTML attribute): show the
-    // source as plain text instead, where the offsets are exact.
-    return renderPlain(el, points, clean);
-  }
+  holder.innerHTML = DOMPurify.sanitize(marked.parse(text ?? ""), SANITIZE);
   el.classList.remove("plain");
   el.classList.add("markdown");
   el.append(...holder.childNodes);
   wrapTables(el);
-  return wrapMarked(el);
+  const clean = cleanSpans(points, spans);
+  return clean.length ? highlight(el, points, clean) : null;
 }

@@ -27,6 +27,7 @@ from fastapi.sse import EventSourceResponse, ServerSentEvent
 from citewise.agent.flow import ANSWER_NODE
 from citewise.agent.limits import EXIT_REASONS, exit_reason_for
 from citewise.agent.reply import ReplyStream
+from citewise.server.auth import Caller
 from citewise.server.deps import CallerDep, StateDep, agent_session_id, answer_json
 from citewise.server.http_errors import map_error
 from citewise.server.schemas import GATE_ERRORS, AgentRequest, error_responses
@@ -47,6 +48,8 @@ class _PreparedRun:
     agent: Citewise
     request: RunRequest
     session_id: str  # the one the client sees (the request holds the owner-scoped thread id)
+    caller: Caller
+    surface: str = "stream"  # what the answer is kept as for feedback (the OpenAI adapter says "openai")
 
 
 async def _prepare(body: AgentRequest, caller: CallerDep, state: StateDep) -> _PreparedRun:
@@ -65,7 +68,7 @@ async def _prepare(body: AgentRequest, caller: CallerDep, state: StateDep) -> _P
         session_id=thread_id,
         trace=body.return_trace,
     )
-    return _PreparedRun(agent, request, session_id)
+    return _PreparedRun(agent, request, session_id, caller)
 
 
 PreparedDep = Annotated[_PreparedRun, Depends(_prepare)]
@@ -76,7 +79,8 @@ async def run(run: PreparedDep, state: StateDep) -> dict[str, Any]:
     answer = await run.agent.arun(run.request)
     state.metrics.observe_answer(answer)
     log_failure(answer, run.session_id)
-    return answer_json(answer, session_id=run.session_id, include_trace=run.request.trace)
+    answer_id = await state.record_answer(answer, run.caller, session_id=run.session_id, surface="run")
+    return answer_json(answer, session_id=run.session_id, include_trace=run.request.trace, answer_id=answer_id)
 
 
 @router.post(
@@ -121,6 +125,7 @@ async def stream(run: PreparedDep, state: StateDep) -> AsyncIterator[ServerSentE
             return
         state.metrics.observe_answer(answer)
         log_failure(answer, session_id)
+        answer_id = await state.record_answer(answer, run.caller, session_id=session_id, surface=run.surface)
         final_text = "" if answer.cached or answer.status == Status.ERROR else answer.answer
         if tokens.shown != final_text:
             # What was streamed is not the answer (a forced synthesis, grounding's changes, a failed run): replace it.
@@ -134,7 +139,8 @@ async def stream(run: PreparedDep, state: StateDep) -> AsyncIterator[ServerSentE
         for citation in answer.citations:
             yield ServerSentEvent(event="citation", data=citation.model_dump(mode="json"))
         yield ServerSentEvent(
-            event="complete", data=answer_json(answer, session_id=session_id, include_trace=run.request.trace)
+            event="complete",
+            data=answer_json(answer, session_id=session_id, include_trace=run.request.trace, answer_id=answer_id),
         )
     finally:
         if not ended:  # the client went away (or the server is stopping): stop the run

@@ -63,6 +63,7 @@ async def chat(body: ChatRequest, caller: CallerDep, state: StateDep) -> ChatRes
         status=str(answer.status),
         refusal_detail=answer.refusal_detail,
         closest_sections=answer.closest_sections,
+        answer_id=await state.record_answer(answer, caller, session_id=session_id, surface="chat"),
     )
 
 

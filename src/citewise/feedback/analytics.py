@@ -1,0 +1,116 @@
+"""What to fix in the docs, from what readers asked and how they rated the answers.
+
+One report, two readers: `GET /api/analytics` (an admin key, for its own owner) and `citewise gaps` (the operator,
+every owner unless `--owner`). It puts together
+
+- the most asked unanswered questions: the question log's refusals and partial answers, grouped (eval/gaps.py);
+- the answers marked bad: thumbs down, with the reader's comment, the answer, its citations and exit reason;
+- refusals by reason (`weak_evidence`, `empty_retrieval`, … and failed runs by exit reason), in words as well;
+- the answer rate over time: per day, questions asked, answered, refused, failed.
+"""
+
+from __future__ import annotations
+
+from collections import Counter, defaultdict
+from datetime import UTC, datetime, timedelta
+from typing import TYPE_CHECKING, Any
+
+from citewise.eval.gaps import group_gaps, is_gap, read_log
+from citewise.feedback.store import FeedbackStore, Rating
+from citewise.types import PUBLIC_OWNER
+
+if TYPE_CHECKING:
+    from citewise.settings import Settings
+
+# The refusal codes in words (the web chat and the widget say the same).
+REFUSAL_WORDS = {
+    "empty_retrieval": "Nothing in the docs matched the question.",
+    "weak_evidence": "The closest passages don't answer the question.",
+    "not_in_documentation": "The passages that were read don't answer the question.",
+    "uncited_answer": "The answer could not be tied to a passage of the docs.",
+}
+
+
+def analytics_report(
+    settings: Settings,
+    store: FeedbackStore | None,
+    *,
+    owner: str | None,
+    days: int = 30,
+    top: int = 20,
+    now: datetime | None = None,
+) -> dict[str, Any]:
+    """The report for `owner`'s questions and ratings of the last `days` days (owner None: every owner's)."""
+    now = now or datetime.now(UTC)
+    since = (now - timedelta(days=days)).isoformat(timespec="seconds")
+    records, unreadable = read_log(settings.questions_log_path)
+    mine = [r for r in records if _owner_of(r) == owner or owner is None]
+    recent = [r for r in mine if str(r.get("timestamp") or "") >= since]
+
+    totals = Counter(_outcome(r) for r in recent)
+    asked = len(recent)
+    reasons: Counter[str] = Counter()
+    for r in recent:
+        if r.get("status") == "refused":
+            reasons[str(r.get("refusal_reason") or "refused")] += 1
+        elif r.get("status") == "error":
+            reasons[str(r.get("exit_reason") or "error")] += 1
+
+    ratings = {"up": 0, "down": 0}
+    marked_bad: list[dict[str, Any]] = []
+    if store is not None:
+        ratings = store.rating_counts(owner, since=since)
+        marked_bad = [a.model_dump(mode="json") for a in store.rated(owner, rating=Rating.DOWN, since=since, limit=top)]
+    return {
+        "owner": owner,
+        "days": days,
+        "since": since,
+        "questions": asked,
+        "answered": totals["answered"],
+        "refused": totals["refused"],
+        "failed": totals["failed"],
+        "answer_rate": round(totals["answered"] / asked, 4) if asked else None,
+        "by_day": _by_day(recent),
+        "refusals_by_reason": [
+            {"reason": reason, "count": count, "meaning": REFUSAL_WORDS.get(reason, "")}
+            for reason, count in sorted(reasons.items(), key=lambda kv: (-kv[1], kv[0]))
+        ],
+        "unanswered": group_gaps([r for r in recent if is_gap(r)])[:top],
+        "ratings": ratings,
+        "marked_bad": marked_bad,
+        "unreadable_log_lines": unreadable,
+    }
+
+
+def _owner_of(record: dict[str, Any]) -> str:
+    return str(record.get("owner") or PUBLIC_OWNER)  # the CLI logs questions asked without --owner with no owner
+
+
+def _outcome(record: dict[str, Any]) -> str:
+    status = record.get("status")
+    if status == "refused":
+        return "refused"
+    if status == "error":
+        return "failed"
+    return "answered"
+
+
+def _by_day(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    days: dict[str, Counter[str]] = defaultdict(Counter)
+    for r in records:
+        days[str(r.get("timestamp") or "")[:10]][_outcome(r)] += 1
+    out = []
+    for day in sorted(days):
+        counts = days[day]
+        asked = sum(counts.values())
+        out.append(
+            {
+                "date": day,
+                "questions": asked,
+                "answered": counts["answered"],
+                "refused": counts["refused"],
+                "failed": counts["failed"],
+                "answer_rate": round(counts["answered"] / asked, 4) if asked else None,
+            }
+        )
+    return out

@@ -1,0 +1,156 @@
+"""The OpenAI-compatible API through the official `openai` Python client against a real uvicorn server on loopback:
+models, non-stream and stream completions (the same content either way), citations kept in the content and in the
+extra `citewise` field, refusals as ordinary messages, the conversation as history, auth and rate limits as the
+errors the client knows."""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import re
+from pathlib import Path
+
+import httpx
+import openai
+import pytest
+from tests.agent.agent_support import WORKER_ANSWER, WORKER_QUESTION
+from tests.server.conftest import KEYS, PLAN, VAULT_QUESTION, VAULT_SECRET
+
+from citewise.llm.testing import ScriptedChatModel
+from citewise.types import REFUSAL_TEXT
+
+UNANSWERABLE = "What is the recommended recipe for sourdough bread with rye flour?"
+DOCS = Path(__file__).parents[2] / "docs" / "openai-api.md"
+
+
+def client(server, key: str = "unused") -> openai.OpenAI:
+    # max_retries=0: a 429 must reach the test as the client's own RateLimitError, not be retried away.
+    return openai.OpenAI(base_url=server.url + "/v1", api_key=key, max_retries=0, timeout=120)
+
+
+def test_models_lists_the_answerers(agent_app, live_server):
+    server = live_server(agent_app())
+    ids = [m.id for m in client(server).models.list()]
+    assert ids == ["citewise", "citewise-quote", "citewise-agent"]
+
+
+def test_completion_keeps_its_citations_and_streams_the_same_content(agent_app, live_server):
+    server = live_server(agent_app())
+    api = client(server)
+    messages = [{"role": "user", "content": WORKER_QUESTION}]
+    completion = api.chat.completions.create(model="citewise-quote", messages=messages)
+    choice = completion.choices[0]
+    assert choice.finish_reason == "stop" and choice.message.role == "assistant"
+    content = choice.message.content
+    assert "twelve threads" in content and "[1]" in content
+    # The markers mean something without the extra field: a Sources list names each number.
+    body, _, sources = content.partition("\n\nSources:\n")
+    assert sources.startswith("[1] ") and ".md" in sources
+    extra = completion.citewise  # the structured Answer, in a field OpenAI clients ignore
+    assert extra["exit_reason"] == "COMPLETED" and extra["status"] == "success"
+    assert extra["answer"] == body
+    assert extra["citations"] and {"n", "filename", "chapter", "source_url", "chunk_id"} <= set(extra["citations"][0])
+    assert extra["answer_id"]
+
+    chunks = list(api.chat.completions.create(model="citewise-quote", messages=messages, stream=True))
+    assert chunks[0].choices[0].delta.role == "assistant"
+    streamed = "".join(c.choices[0].delta.content or "" for c in chunks)
+    assert streamed == content  # quote mode is deterministic: the same answer, streamed
+    assert len([c for c in chunks if c.choices[0].delta.content]) > 5  # word-sized chunks
+    last = chunks[-1]
+    assert last.choices[0].finish_reason == "stop"
+    assert last.citewise["citations"] == extra["citations"] and last.citewise["exit_reason"] == "COMPLETED"
+
+
+def test_a_refusal_is_an_ordinary_assistant_message(agent_app, live_server):
+    server = live_server(agent_app())
+    completion = client(server).chat.completions.create(
+        model="citewise", messages=[{"role": "user", "content": UNANSWERABLE}]
+    )
+    message = completion.choices[0].message
+    assert completion.choices[0].finish_reason == "stop"
+    assert message.content.startswith(REFUSAL_TEXT) and "Sources:" not in message.content
+    assert completion.citewise["status"] == "refused" and completion.citewise["citations"] == []
+    assert completion.citewise["refusal_detail"]
+
+
+def test_the_conversation_is_the_history_and_agent_drafts_never_leak(agent_app, live_server):
+    """citewise-agent with the scripted model: the earlier turns reach the model as history (our own Sources list
+    taken off), and the content is the checked answer only, streamed or not."""
+    model = ScriptedChatModel([PLAN, WORKER_ANSWER, PLAN, WORKER_ANSWER])
+    server = live_server(agent_app(model))
+    api = client(server)
+    messages = [
+        {"role": "system", "content": "You are a pirate."},
+        {"role": "user", "content": "How many threads does the pool use?"},
+        {"role": "assistant", "content": "It depends [1].\n\nSources:\n[1] config.md › Workers"},
+        {"role": "user", "content": [{"type": "text", "text": WORKER_QUESTION}]},
+    ]
+    completion = api.chat.completions.create(model="citewise-agent", messages=messages)
+    assert completion.citewise["exit_reason"] == "COMPLETED", completion.citewise
+    assert completion.choices[0].message.content.startswith(WORKER_ANSWER.rstrip(".").split(" [")[0])
+    seen = "\n".join(str(m.content) for m in model.calls[-1])
+    assert "How many threads does the pool use?" in seen and "It depends" in seen
+    assert "config.md › Workers" not in seen and "pirate" not in seen
+
+    streamed = api.chat.completions.create(model="citewise-agent", messages=messages, stream=True)
+    text = "".join(c.choices[0].delta.content or "" for c in streamed)
+    assert text == completion.choices[0].message.content
+
+
+def test_keys_owners_and_errors_are_the_apis(agent_app, live_server):
+    server = live_server(agent_app(api_keys=KEYS))
+    with pytest.raises(openai.AuthenticationError) as denied:
+        client(server, "wrong").chat.completions.create(model="citewise", messages=[{"role": "user", "content": "x"}])
+    assert denied.value.body["type"] == "authentication_error"
+
+    ask = [{"role": "user", "content": VAULT_QUESTION}]
+    alice = client(server, "key-alice").chat.completions.create(model="citewise-quote", messages=ask)
+    assert VAULT_SECRET in alice.choices[0].message.content  # her private notes
+    bob = client(server, "key-bob").chat.completions.create(model="citewise-quote", messages=ask)
+    assert VAULT_SECRET not in bob.choices[0].message.content and VAULT_SECRET not in str(bob.citewise)
+
+    with pytest.raises(openai.NotFoundError) as unknown:
+        client(server, "key-bob").chat.completions.create(model="gpt-4o", messages=ask)
+    assert unknown.value.body["code"] == "model_not_found"
+    with pytest.raises(openai.BadRequestError):
+        client(server, "key-bob").chat.completions.create(
+            model="citewise", messages=[{"role": "user", "content": "q"}, {"role": "assistant", "content": "a"}]
+        )
+
+
+def test_a_rate_limited_key_gets_the_clients_rate_limit_error(agent_app, live_server):
+    server = live_server(agent_app(api_keys=KEYS, server={"rate_limit_per_minute": 2}))
+    api = client(server, "key-alice")
+    ask = [{"role": "user", "content": WORKER_QUESTION}]
+    api.chat.completions.create(model="citewise-quote", messages=ask)
+    api.chat.completions.create(model="citewise-quote", messages=ask)
+    with pytest.raises(openai.RateLimitError) as limited:
+        api.chat.completions.create(model="citewise-quote", messages=ask)
+    assert int(limited.value.response.headers["retry-after"]) >= 1
+    assert limited.value.body["type"] == "rate_limit_error"
+    # Per key: another key is not held up by Alice's.
+    client(server, "key-bob").chat.completions.create(model="citewise-quote", messages=ask)
+
+
+def test_plain_http_gets_openai_shaped_errors(agent_app, live_server):
+    server = live_server(agent_app())
+    response = httpx.post(server.url + "/v1/chat/completions", json={"model": "citewise", "messages": []})
+    assert response.status_code == 422
+    assert response.json()["error"]["type"] == "invalid_request_error" and response.json()["detail"]
+
+
+def test_the_docs_example_runs(agent_app, live_server):
+    """docs/openai-api.md's Python example, as written, against a live server (only the address and question
+    changed)."""
+    [example] = re.findall(r"```python\n(.*?)```", DOCS.read_text(), re.S)
+    server = live_server(agent_app(api_keys={"k-3f9a0c": "alice"}))
+    code = example.replace("http://127.0.0.1:8000", server.url)
+    for question in ("How do I remove deleted files from the index?", "Which file types can I ingest?"):
+        assert question in code
+        code = code.replace(question, WORKER_QUESTION)
+    printed = io.StringIO()
+    with contextlib.redirect_stdout(printed):
+        exec(compile(code, str(DOCS), "exec"), {})
+    text = printed.getvalue()
+    assert "twelve threads" in text and "COMPLETED" in text and "\n\nSources:\n[1] " in text

@@ -1,0 +1,90 @@
+"""Shared by the browser tests: Debian's Chromium driven by Playwright (never a browser download), a real uvicorn server
+on a loopback port, and the fixture corpus ingested once per module."""
+
+from __future__ import annotations
+
+import shutil
+import socket
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import uvicorn
+
+from citewise.index.knowledge_base import KnowledgeBase
+from citewise.ingest.pipeline import Ingestor
+from citewise.settings import ServerSettings, Settings
+
+CHROMIUM = Path("/usr/bin/chromium")
+CHROMIUM_ARGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-component-update",
+    "--disable-sync",
+]
+SCREENSHOTS = Path(__file__).resolve().parents[2] / "bench" / "results" / "screenshots"
+CORPUS = Path(__file__).resolve().parents[1] / "fixtures" / "corpus"
+
+ANSWERABLE = "What port does the Orbitron daemon listen on by default?"
+UNANSWERABLE = "What is the recommended recipe for sourdough bread with rye flour?"
+
+
+class LiveServer:
+    """uvicorn on a free loopback port, in a background thread."""
+
+    def __init__(self, app) -> None:
+        self.sock = socket.socket()
+        self.sock.bind(("127.0.0.1", 0))
+        self.url = f"http://127.0.0.1:{self.sock.getsockname()[1]}"
+        self.server = uvicorn.Server(uvicorn.Config(app, log_level="warning", lifespan="on"))
+        self.thread = threading.Thread(
+            target=self.server.run, kwargs={"sockets": [self.sock]}, name="uvicorn-web", daemon=True
+        )
+
+    def __enter__(self) -> LiveServer:
+        self.thread.start()
+        deadline = time.monotonic() + 60
+        while not self.server.started:
+            if not self.thread.is_alive() or time.monotonic() > deadline:
+                raise RuntimeError("uvicorn did not start")
+            time.sleep(0.05)
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.server.should_exit = True
+        self.thread.join(timeout=30)
+        self.sock.close()
+
+
+def quiet_settings(home: Path, **updates) -> Settings:
+    # Unlimited rate (every request comes from 127.0.0.1) and no question log in the temp home.
+    server = {"rate_limit_per_minute": 0, "log_questions": False, **updates.pop("server", {})}
+    return Settings(home=home, llm="extractive", server=ServerSettings(**server), **updates)
+
+
+@pytest.fixture(scope="module")
+def indexed(tmp_path_factory, embedder) -> KnowledgeBase:
+    """The fixture corpus ingested once for every server in this module."""
+    kb = KnowledgeBase(quiet_settings(tmp_path_factory.mktemp("web") / "home"), embedder=embedder)
+    corpus = tmp_path_factory.mktemp("web-corpus") / "corpus"
+    shutil.copytree(CORPUS, corpus)
+    Ingestor(kb).ingest_paths([corpus])
+    assert kb.store.count() > 0
+    return kb
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[object]:
+    if not CHROMIUM.exists():  # CI installs it (apt-get install chromium); say why instead of failing obscurely
+        pytest.skip("Debian Chromium is not installed at /usr/bin/chromium")
+    sync_api = pytest.importorskip("playwright.sync_api")
+    with sync_api.sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
+        yield browser
+        browser.close()
