@@ -1,0 +1,135 @@
+"""The PostgreSQL schema as an ordered list of migrations: `citewise db upgrade` (or the first process to connect,
+with `postgres.auto_upgrade`) applies the ones a database has not seen, each in its own transaction, and records
+it in `citewise_schema`. Never edit a released migration: add the next one (a `feedback` table would be number 2).
+
+The chunks' vector column is created without a dimension: the first write types it to the embedding model's
+dimension and builds the HNSW index (PostgresStore), since the model is a setting, not part of the schema.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Migration:
+    version: int
+    name: str
+    sql: str
+
+
+# What the full-text side indexes: words split on anything but letters and digits (LanceDB's "simple" tokenizer),
+# English stemming and stop words (LanceDB's FTS defaults). A SQL function, so the generated column, the query
+# and the document-frequency table all split text the same way.
+_LEXEMES = r"""
+CREATE FUNCTION citewise_lexemes(text) RETURNS tsvector
+    LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE
+    AS $$ SELECT to_tsvector('english'::regconfig, regexp_replace($1, '[^[:alnum:]]+', ' ', 'g')) $$;
+
+CREATE FUNCTION citewise_tsv_length(tsvector) RETURNS integer
+    LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE
+    AS $$ SELECT coalesce(sum(array_length(u.positions, 1)), 0)::integer FROM unnest($1) AS u $$;
+"""
+
+MIGRATIONS: tuple[Migration, ...] = (
+    Migration(
+        1,
+        "knowledge base, registry, question log, LLM cache, rate limits",
+        _LEXEMES
+        + """
+CREATE EXTENSION IF NOT EXISTS vector;
+
+CREATE TABLE citewise_manifest (
+    id          boolean PRIMARY KEY DEFAULT true CHECK (id),
+    embeddings  text    NOT NULL,
+    dimension   integer NOT NULL,
+    updated_at  text    NOT NULL DEFAULT ''
+);
+
+-- The version row every replica checks: bumped in the same transaction as every write to the chunks, so a reader
+-- that sees new rows sees a new version. It also keeps the corpus totals BM25 needs.
+CREATE TABLE citewise_index (
+    id            boolean PRIMARY KEY DEFAULT true CHECK (id),
+    version       bigint  NOT NULL DEFAULT 0,
+    chunks        bigint  NOT NULL DEFAULT 0,
+    total_length  bigint  NOT NULL DEFAULT 0
+);
+INSERT INTO citewise_index DEFAULT VALUES;
+
+CREATE TABLE chunks (
+    chunk_id      text    PRIMARY KEY,
+    doc_id        text    NOT NULL,
+    chunk_index   integer NOT NULL,
+    text          text    NOT NULL,
+    search_text   text    NOT NULL,
+    filename      text    NOT NULL,
+    source_url    text,
+    module        text    NOT NULL DEFAULT '',
+    chapter       text    NOT NULL DEFAULT '',
+    title         text    NOT NULL DEFAULT '',
+    page          integer,
+    modified      text,
+    owner         text    NOT NULL,
+    content_hash  text    NOT NULL DEFAULT '',
+    embedding     vector  NOT NULL,
+    tsv           tsvector GENERATED ALWAYS AS (citewise_lexemes(search_text)) STORED,
+    doc_length    integer  GENERATED ALWAYS AS (citewise_tsv_length(citewise_lexemes(search_text))) STORED
+);
+CREATE INDEX chunks_doc ON chunks (doc_id, chunk_index);
+CREATE INDEX chunks_owner ON chunks (owner);
+CREATE INDEX chunks_tsv ON chunks USING gin (tsv);
+
+-- Document frequency of every lexeme, kept by each write in its own transaction: the IDF of BM25.
+CREATE TABLE citewise_lexemes (
+    lexeme  text    PRIMARY KEY,
+    df      integer NOT NULL
+);
+
+CREATE TABLE documents (
+    doc_id       text PRIMARY KEY,
+    source       text NOT NULL,
+    path         text NOT NULL DEFAULT '',
+    filename     text NOT NULL,
+    title        text NOT NULL DEFAULT '',
+    owner        text NOT NULL,
+    status       text NOT NULL,
+    error        text,
+    chunk_count  integer NOT NULL DEFAULT 0,
+    file_hash    text NOT NULL DEFAULT '',
+    updated_at   text NOT NULL DEFAULT ''
+);
+CREATE INDEX documents_path ON documents (path);
+CREATE INDEX documents_owner ON documents (owner);
+
+-- The index's words per owner (spelling correction, corpus statistics), built once per index version by the first
+-- reader that needs it and shared by all.
+CREATE TABLE citewise_vocabulary (
+    version   bigint PRIMARY KEY,
+    body      jsonb  NOT NULL,
+    built_at  timestamptz NOT NULL DEFAULT now()
+);
+
+CREATE TABLE questions (
+    id        bigserial   PRIMARY KEY,
+    asked_at  timestamptz NOT NULL DEFAULT now(),
+    owner     text,
+    record    jsonb       NOT NULL
+);
+
+CREATE TABLE llm_cache (
+    key         text PRIMARY KEY,
+    namespace   text NOT NULL,
+    value       text NOT NULL,
+    created_at  timestamptz NOT NULL DEFAULT now()
+);
+
+CREATE UNLOGGED TABLE rate_buckets (
+    bucket       text             PRIMARY KEY,
+    tokens       double precision NOT NULL,
+    refilled_at  double precision NOT NULL
+);
+""",
+    ),
+)
+
+LATEST = MIGRATIONS[-1].version
