@@ -1,5 +1,6 @@
 """Documents over HTTP: upload (stored under the uploads folder, CITEWISE_HOME/uploads/<owner>/ by default, and
-ingested as that owner), list, delete, and open one chunk. Every operation is scoped to the caller: their own documents plus public ones.
+ingested as that owner), list, delete, and open one chunk. Every operation is scoped to the caller: their own
+documents plus public ones.
 
 Uploads and deletes run through the server's write queue (writer.py): in order, bounded, each request answered
 within `server.write_wait_s` (202 when its write is still queued or running, 503 + Retry-After when the queue is
