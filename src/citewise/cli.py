@@ -41,9 +41,11 @@ sources_app = typer.Typer(
     help="Docs where they live: websites, Git repositories and folders, declared once and kept in sync.",
     no_args_is_help=True,
 )
+db_app = typer.Typer(help='The PostgreSQL schema (store = "postgres").', no_args_is_help=True)
 app.add_typer(docs_app, name="docs")
 app.add_typer(sources_app, name="sources")
 app.add_typer(eval_app, name="eval")
+app.add_typer(db_app, name="db")
 
 out = Console()
 err = Console(stderr=True)
@@ -438,10 +440,10 @@ def docs_list(
     """Show ingested documents with their status and chunk counts."""
 
     def go() -> int:
-        from citewise.index.registry import Registry
+        from citewise.index.registry import open_registry
 
         settings = _settings(home)
-        registry = Registry(settings.index_dir / "registry.sqlite3")
+        registry = open_registry(settings)
         records = registry.list(owner=owner, status=status)
         if as_json:
             print(json.dumps([r.model_dump(mode="json", exclude={"file_hash"}) for r in records]))
@@ -518,7 +520,7 @@ def doctor(
                 say(out, "No Citewise home at {} (nothing was ever ingested there).", settings.home.resolve())
             return 0
         report = check(kb, repair=repair, wait_s=0 if no_wait else None, on_wait=_waiting)
-        home_dir = settings.home
+        home_dir = "the PostgreSQL database" if settings.uses_postgres else settings.home
         if as_json:
             print(report.model_dump_json())
         else:
@@ -1012,6 +1014,90 @@ def gaps(
                 wordings.append("[yellow]missing: " + shown("; ".join(notes)) + "[/]")
             table.add_row(str(group["count"]), "\n".join(wordings), shown("\n".join(group["queries"][:5])))
         out.print(table)
+        return 0
+
+    _run(go)
+
+
+@db_app.command("upgrade")
+def db_upgrade(home: HomeOpt = None, as_json: JsonOpt = False) -> None:
+    """Create or migrate the PostgreSQL schema at CITEWISE_DATABASE_URL to this version's (idempotent)."""
+
+    def go() -> int:
+        from citewise.state.database import Database
+        from citewise.state.migrations import LATEST
+
+        settings = _settings(home)
+        if settings.database_url is None:
+            raise CitewiseError("No database configured: set CITEWISE_DATABASE_URL=postgresql://user:password@host/db")
+        db = Database(settings.database_url.get_secret_value(), connect_timeout_s=settings.postgres.connect_timeout_s)
+        before = db.schema_version()
+        if before > LATEST:
+            raise CitewiseError(
+                f"The database's schema is at version {before}, newer than this Citewise knows ({LATEST}): upgrade "
+                "Citewise instead."
+            )
+        applied = db.upgrade()
+        if as_json:
+            print(json.dumps({"before": before, "version": LATEST, "applied": applied}))
+        elif applied:
+            say(
+                out, "Schema upgraded from version {} to {} (applied {}).", before, LATEST, ", ".join(map(str, applied))
+            )
+        else:
+            say(out, "Schema already at version {}; nothing to do.", LATEST)
+        return 0
+
+    _run(go)
+
+
+@app.command()
+def migrate(
+    from_home: Annotated[
+        Path, typer.Option("--from", help="The embedded home to copy (its index/, questions, LLM cache).")
+    ],
+    to: Annotated[
+        str | None,
+        typer.Option(
+            "--to",
+            help="postgresql://user:password@host/db, an empty database (default: $CITEWISE_DATABASE_URL; the "
+            "environment keeps the password out of the process list).",
+            show_default=False,
+        ),
+    ] = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Copy an embedded home into PostgreSQL: chunks with their vectors (no re-embedding), registry, question log."""
+
+    def go() -> int:
+        from pydantic import SecretStr
+
+        from citewise.state.migrate import migrate_home
+
+        source = _settings(from_home)
+        url = SecretStr(to) if to else source.database_url
+        if url is None:
+            raise CitewiseError("Say where to copy to: --to postgresql://… or CITEWISE_DATABASE_URL")
+        target = source.model_copy(update={"store": "postgres", "database_url": url})
+        with _progress(not as_json) as progress:
+            report = migrate_home(source, target, progress=progress)
+        if as_json:
+            print(json.dumps(report.__dict__))
+            return 0
+        say(
+            out,
+            "Copied {} document(s), {} chunk(s) with their vectors ({}, {} dims), {} logged question(s), {} cached "
+            "LLM repl(ies).",
+            report.documents,
+            report.chunks,
+            report.embeddings,
+            report.dimension,
+            report.questions,
+            report.llm_cache,
+        )
+        for item in report.not_copied:
+            say(out, "[dim]Not copied: {}[/]", item)
+        say(out, "Serve it with CITEWISE_STORE=postgres and CITEWISE_DATABASE_URL set to the same database.")
         return 0
 
     _run(go)

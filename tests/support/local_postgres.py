@@ -84,15 +84,27 @@ class LocalPostgres:
             self.data.mkdir()
             shutil.chown(self.data, RUN_AS, RUN_AS)
             self._as = ["runuser", "-u", RUN_AS, "--"]
-        self._run(str(self.bin / "initdb"), "-D", str(self.data), "-A", "trust", "-U", "postgres", "-E", "UTF8",
-                  "--no-sync", "--no-instructions")
+        self._run(
+            str(self.bin / "initdb"),
+            "-D",
+            str(self.data),
+            "-A",
+            "trust",
+            "-U",
+            "postgres",
+            "-E",
+            "UTF8",
+            "--no-sync",
+            "--no-instructions",
+        )
         options = f"-h 127.0.0.1 -p {self.port} -k '' -F -c max_connections=300 -c fsync=off"
         log = self.base / "postgres.log"
         if self._as:
             log.touch()
             shutil.chown(log, RUN_AS, RUN_AS)
-        self._run(str(self.bin / "pg_ctl"), "-D", str(self.data), "-o", options, "-l", str(log), "-w", "-t", "60",
-                  "start")
+        self._run(
+            str(self.bin / "pg_ctl"), "-D", str(self.data), "-o", options, "-l", str(log), "-w", "-t", "60", "start"
+        )
         return self
 
     def create_database(self, name: str | None = None) -> str:
@@ -108,7 +120,8 @@ class LocalPostgres:
         if (self.data / "postmaster.pid").exists():
             subprocess.run(
                 [*self._as, str(self.bin / "pg_ctl"), "-D", str(self.data), "-m", "immediate", "stop"],
-                capture_output=True, timeout=60,
+                capture_output=True,
+                timeout=60,
             )
         if self._own_base:
             shutil.rmtree(self.base, ignore_errors=True)

@@ -1,7 +1,9 @@
 """The docs-gap report: which questions the docs could not answer, grouped, most frequent first.
 
 Every question asked through the CLI or the API is appended as one JSON line to `settings.questions_log_path`
-(CITEWISE_HOME/questions.jsonl) unless `server.log_questions` is off. `citewise gaps` reads that log back.
+(CITEWISE_HOME/questions.jsonl) unless `server.log_questions` is off — or, with `store = "postgres"`, inserted as
+one row of the database's `questions` table, so every replica's questions land in one log. `citewise gaps` reads
+that log back.
 """
 
 from __future__ import annotations
@@ -57,6 +59,12 @@ def log_question(settings: Settings, answer: Answer, queries: list[str], *, owne
     """
     try:
         if not settings.server.log_questions:
+            return
+        if settings.uses_postgres:
+            from citewise.state.database import database
+            from citewise.state.tables import log_question as insert_question
+
+            insert_question(database(settings), question_record(answer, queries, owner=owner))
             return
         path = settings.questions_log_path
         line = (json.dumps(question_record(answer, queries, owner=owner), ensure_ascii=False) + "\n").encode()
@@ -223,10 +231,17 @@ def _describe(variants: list[list[dict]]) -> dict:
 
 def gap_report(settings: Settings, *, min_count: int = 1, similarity: float = DEFAULT_SIMILARITY) -> dict:
     """What `citewise gaps` prints: the grouped gaps plus how much of the log they come from."""
-    records, bad = read_log(settings.questions_log_path)
+    if settings.uses_postgres:
+        from citewise.state.database import database
+        from citewise.state.tables import read_questions
+
+        records, bad, log_name = read_questions(database(settings)), 0, "the database's questions table"
+    else:
+        records, bad = read_log(settings.questions_log_path)
+        log_name = str(settings.questions_log_path)
     groups = group_gaps(records, similarity=similarity, min_count=min_count)
     return {
-        "log": str(settings.questions_log_path),
+        "log": log_name,
         "questions": len(records),
         "gaps": sum(is_gap(r) for r in records),
         "unreadable_lines": bad,

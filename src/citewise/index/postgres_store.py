@@ -265,8 +265,9 @@ class PostgresStore:
         if not chunk_ids:
             return {}
         with self._db.transaction() as conn:
-            cursor = conn.execute(f"SELECT {', '.join(_CHUNK_COLUMNS)} FROM chunks WHERE chunk_id = ANY(%s)",
-                                  (list(chunk_ids),))
+            cursor = conn.execute(
+                f"SELECT {', '.join(_CHUNK_COLUMNS)} FROM chunks WHERE chunk_id = ANY(%s)", (list(chunk_ids),)
+            )
             return {row[0]: Chunk(**dict(zip(_CHUNK_COLUMNS, row, strict=True))) for row in cursor}
 
     def chunks(self, where: str | None = None) -> list[Chunk]:

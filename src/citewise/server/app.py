@@ -33,7 +33,7 @@ from uvicorn.middleware.proxy_headers import ProxyHeadersMiddleware
 from citewise import __version__
 from citewise.errors import CitewiseError
 from citewise.index.knowledge_base import KnowledgeBase
-from citewise.server.auth import RateLimiter
+from citewise.server.auth import rate_limiters
 from citewise.server.deps import ServerState
 from citewise.server.gate import RequestGate
 from citewise.server.http_errors import map_error
@@ -63,13 +63,9 @@ def create_app(
     if it has no checkpointer, it gets the app's session store when the app starts. `kb` shares a knowledge base
     (and its loaded embedding model) with the agent the app builds; by default it is the agent's, or a new one."""
     kb = kb or getattr(citewise, "kb", None) or KnowledgeBase(settings)
+    limiter, auth_failures = rate_limiters(settings)
     state = ServerState(
-        settings=settings,
-        kb=kb,
-        metrics=Metrics(),
-        limiter=RateLimiter(settings.server.rate_limit_per_minute),
-        auth_failures=RateLimiter(settings.server.auth_failures_per_minute),
-        citewise=citewise,
+        settings=settings, kb=kb, metrics=Metrics(), limiter=limiter, auth_failures=auth_failures, citewise=citewise
     )
 
     @asynccontextmanager

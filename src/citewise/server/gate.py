@@ -62,7 +62,7 @@ class RequestGate:
             await _reply(send, 405, "Method Not Allowed", {"allow": ", ".join(sorted(allowed))})
             return
         if route is not None and _needs_caller(route):
-            rejection = self._admit(scope)
+            rejection = await self._admit(scope)
             if rejection is not None:
                 await _reply(send, *rejection)
                 return
@@ -93,7 +93,7 @@ class RequestGate:
                 allowed |= route.methods or set()
         return None, None, allowed
 
-    def _admit(self, scope: Scope) -> tuple[int, str, dict[str, str]] | None:
+    async def _admit(self, scope: Scope) -> tuple[int, str, dict[str, str]] | None:
         """Authenticate and rate-limit; None when the request may go on (the caller is then in the scope)."""
         state = self.state
         client = _client(scope)
@@ -101,12 +101,12 @@ class RequestGate:
             caller = resolve_caller(Headers(scope=scope), state.settings.api_keys)
         except HTTPException as exc:
             # Failed checks are limited per address: guessing keys must be slow even when each guess is cheap.
-            wait = state.auth_failures.acquire(f"ip:{client}")
+            wait = await state.auth_failures.aacquire(f"ip:{client}")
             if wait > 0:
                 return _rate_limited("Too many failed authentications from this address.", wait)
             return exc.status_code, str(exc.detail), dict(exc.headers or {})
         # Per key when keys are on; per client address otherwise, so one local script can't starve the page.
-        wait = state.limiter.acquire(caller.key_id or f"ip:{client}")
+        wait = await state.limiter.aacquire(caller.key_id or f"ip:{client}")
         if wait > 0:
             per_minute = state.settings.server.rate_limit_per_minute
             return _rate_limited(f"Rate limit of {per_minute} requests per minute exceeded.", wait)

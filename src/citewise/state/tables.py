@@ -43,7 +43,7 @@ class PgRegistry:
         if status is not None:
             sql += " AND status = %s"
             params.append(str(status))
-        return self._rows(sql + " ORDER BY source COLLATE \"C\"", params)
+        return self._rows(sql + ' ORDER BY source COLLATE "C"', params)
 
     def upsert(self, records: Iterable[DocumentRecord]) -> None:
         rows = [[getattr(r, c) if c != "status" else str(r.status) for c in _COLUMNS] for r in records]
