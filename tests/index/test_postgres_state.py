@@ -160,9 +160,8 @@ def test_writers_take_turns_on_the_advisory_lock(pg_settings, make_kb):
     thread.start()
     assert held.wait(30)
     try:
-        with pytest.raises(HomeBusyError, match="pid"):
-            with kb.writing(wait_s=0):
-                pass
+        with pytest.raises(HomeBusyError, match="pid"), kb.writing(wait_s=0):
+            pass
         messages: list[str] = []
         started = time.monotonic()
         threading.Timer(0.5, release.set).start()
@@ -189,9 +188,8 @@ def test_a_killed_writer_releases_the_lock(pg_settings, tmp_path):
     try:
         assert proc.stdout.readline().strip() == "held"
         kb = KnowledgeBase(pg_settings)
-        with pytest.raises(HomeBusyError):
-            with kb.writing(wait_s=0):
-                pass
+        with pytest.raises(HomeBusyError), kb.writing(wait_s=0):
+            pass
         proc.kill()
         proc.wait(30)
         with kb.writing(wait_s=10):
@@ -248,8 +246,9 @@ def test_question_log_lands_in_the_database_and_feeds_gaps(pg_settings):
 
 
 def test_llm_cache_is_shared_by_every_process(pg_settings):
-    db_a, db_b = Database(pg_settings.database_url.get_secret_value()), Database(
-        pg_settings.database_url.get_secret_value()
+    db_a, db_b = (
+        Database(pg_settings.database_url.get_secret_value()),
+        Database(pg_settings.database_url.get_secret_value()),
     )
     db_a.check_schema()
     a, b = PostgresLLMCache(db_a, namespace="openai:m"), PostgresLLMCache(db_b, namespace="openai:m")
