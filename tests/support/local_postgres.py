@@ -74,12 +74,16 @@ class LocalPostgres:
         subprocess.run([*self._as, *args], check=True, capture_output=True, text=True, timeout=120)
 
     def start(self) -> LocalPostgres:
+        self.base.mkdir(parents=True, exist_ok=True)
         if os.geteuid() == 0:
             try:
                 pwd.getpwnam(RUN_AS)
             except KeyError:
                 subprocess.run(["useradd", "--system", "--no-create-home", RUN_AS], check=True, capture_output=True)
             _readable_by_all(self.bin.parent)
+            self.base.mkdir(parents=True, exist_ok=True)
+            for folder in [self.base, *self.base.parents]:  # the cluster's user must reach its data folder
+                folder.chmod(folder.stat().st_mode | 0o011)
             self.base.chmod(0o755)
             self.data.mkdir()
             shutil.chown(self.data, RUN_AS, RUN_AS)
@@ -115,6 +119,12 @@ class LocalPostgres:
         with psycopg.connect(self.url, autocommit=True) as conn:
             conn.execute(f'CREATE DATABASE "{name}"')
         return self.database_url(name)
+
+    def version(self) -> str:
+        import psycopg
+
+        with psycopg.connect(self.url) as conn:
+            return conn.execute("SHOW server_version").fetchone()[0]
 
     def stop(self) -> None:
         if (self.data / "postmaster.pid").exists():
