@@ -22,11 +22,12 @@ import time
 from pathlib import Path
 
 import httpx
+
 from _common import ROOT, cli_env
 
 sys.path.insert(0, str(ROOT))  # the launcher the tests use: tests/support/{local_postgres,cluster}.py
-from tests.support.cluster import Replica, start_replicas  # noqa: E402
-from tests.support.local_postgres import LocalPostgres  # noqa: E402
+from tests.support.cluster import Replica, start_replicas
+from tests.support.local_postgres import LocalPostgres
 
 QUESTION = "How do I remove deleted files from the index?"
 SUPPORTED = {".md", ".mdx", ".markdown", ".html", ".htm", ".pdf", ".rst", ".txt"}
