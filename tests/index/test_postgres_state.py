@@ -26,6 +26,7 @@ from citewise.errors import ConfigError, HomeBusyError
 from citewise.eval.gaps import gap_report, log_question
 from citewise.index.doctor import check
 from citewise.index.knowledge_base import KnowledgeBase
+from citewise.index.registry import open_registry
 from citewise.index.retriever import Retriever
 from citewise.ingest.pipeline import Ingestor, remove_document
 from citewise.llm.cache import PostgresLLMCache
@@ -34,7 +35,7 @@ from citewise.settings import Settings
 from citewise.state.database import Database
 from citewise.state.locks import advisory_write_lock
 from citewise.state.migrations import LATEST, MIGRATIONS
-from citewise.types import Answer, DocStatus
+from citewise.types import Answer, DocStatus, DocumentRecord
 
 runner = CliRunner()
 
@@ -133,6 +134,31 @@ def test_a_second_process_sees_an_ingest_at_once_and_nothing_is_kept_on_disk(pg_
     assert all(c.doc_id != doc for c in retriever.search("How do I rotate the API key?").chunks)
     # The home holds the exported model only: index, registry, vocabulary and locks live in the database.
     assert not (pg_settings.home / "index").exists() and not (pg_settings.home / "write.lock").exists()
+
+
+@pytest.mark.parametrize("backend", ["lancedb", "postgres"])
+def test_both_registries_keep_every_field_of_a_record(backend, settings, pg_settings):
+    """Every field of DocumentRecord round-trips through either registry (a field added to the model but not to
+    the `documents` table fails here), and a Git document's commit is found for its citations."""
+    registry = open_registry(pg_settings if backend == "postgres" else settings)
+    git = DocumentRecord(
+        doc_id="g1",
+        source="repo/guide.md",
+        path="/tmp/repo/guide.md",
+        filename="guide.md",
+        title="Guide",
+        owner="team-a",
+        status=DocStatus.INDEXED,
+        chunk_count=3,
+        file_hash="abc",
+        updated_at="2026-01-01T00:00:00Z",
+        revision="0123456789abcdef",
+    )
+    local = git.model_copy(update={"doc_id": "f1", "source": "notes.md", "revision": "", "error": None})
+    registry.upsert([git, local])
+    assert registry.get("g1") == git and registry.get("f1") == local
+    assert registry.revisions(["g1", "f1", "missing"]) == {"g1": "0123456789abcdef"}
+    assert registry.revisions([]) == {}
 
 
 def test_the_vocabulary_is_built_once_per_version_and_shared(pg_settings, make_kb, corpus):

@@ -1,6 +1,7 @@
 """The PostgreSQL schema as an ordered list of migrations: `citewise db upgrade` (or the first process to connect,
 with `postgres.auto_upgrade`) applies the ones a database has not seen, each in its own transaction, and records
-it in `citewise_schema`. Never edit a released migration: add the next one (a `feedback` table would be number 2).
+it in `citewise_schema`. Never edit a released migration: add the next one (a `feedback` table would be number 2;
+a new field of `DocumentRecord` is a new column of `documents`, which the registry's tests catch when missing).
 
 The chunks' vector column is created without a dimension: the first write types it to the embedding model's
 dimension and builds the HNSW index (PostgresStore), since the model is a setting, not part of the schema.
@@ -96,7 +97,8 @@ CREATE TABLE documents (
     error        text,
     chunk_count  integer NOT NULL DEFAULT 0,
     file_hash    text NOT NULL DEFAULT '',
-    updated_at   text NOT NULL DEFAULT ''
+    updated_at   text NOT NULL DEFAULT '',
+    revision     text NOT NULL DEFAULT ''
 );
 CREATE INDEX documents_path ON documents (path);
 CREATE INDEX documents_owner ON documents (owner);

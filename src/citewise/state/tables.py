@@ -45,6 +45,17 @@ class PgRegistry:
             params.append(str(status))
         return self._rows(sql + ' ORDER BY source COLLATE "C"', params)
 
+    def revisions(self, doc_ids: Iterable[str]) -> dict[str, str]:
+        """doc_id → the commit it was read at, for those of `doc_ids` that came from a Git source."""
+        ids = list(doc_ids)
+        if not ids:
+            return {}
+        with self._db.transaction() as conn:
+            rows = conn.execute(
+                "SELECT doc_id, revision FROM documents WHERE doc_id = ANY(%s) AND revision != ''", (ids,)
+            ).fetchall()
+        return {doc_id: revision for doc_id, revision in rows}
+
     def upsert(self, records: Iterable[DocumentRecord]) -> None:
         rows = [[getattr(r, c) if c != "status" else str(r.status) for c in _COLUMNS] for r in records]
         if not rows:
