@@ -257,3 +257,42 @@ def test_both_engines_rank_a_real_corpus_the_same_way(settings, pg_settings, mak
         assert [c for c, _ in postgres[q][0]] == [c for c, _ in lance[q][0]], q
         assert [s for _, s in postgres[q][0]] == pytest.approx([s for _, s in lance[q][0]], abs=1e-4)
         assert postgres[q][1:] == lance[q][1:], q
+
+
+# -- PostgreSQL's own indexes ------------------------------------------------------------------------------------------
+def test_postgres_builds_and_uses_its_hnsw_and_gin_indexes(pg_url):
+    """The first write types the vector column and builds HNSW (cosine); searches go through it and the GIN index
+    (pgvector builds of some wheels crashed only when the index was built, so a query alone proves nothing)."""
+    db = Database(pg_url)
+    store = PostgresStore(db)
+    docs = [chunk(f"d{i}", 0, f"note number {i} about kestrel{i % 7}") for i in range(400)]
+    put(store, docs)
+    store.optimize()
+    with db.transaction() as conn:
+        indexes = dict(conn.execute("SELECT indexname, indexdef FROM pg_indexes WHERE tablename = 'chunks'").fetchall())
+        assert "USING hnsw (embedding vector_cosine_ops)" in indexes["chunks_embedding_hnsw"]
+        assert "USING gin (tsv)" in indexes["chunks_tsv"]
+        typmod = conn.execute(
+            "SELECT atttypmod FROM pg_attribute WHERE attrelid = 'chunks'::regclass AND attname = 'embedding'"
+        ).fetchone()[0]
+        assert typmod == DIM
+        # At 400 rows a scan and a sort are cheaper than either index; the point here is that the indexes work.
+        conn.execute("SET LOCAL enable_seqscan = off")
+        conn.execute("SET LOCAL enable_sort = off")
+        plan = "\n".join(
+            r[0]
+            for r in conn.execute(
+                "EXPLAIN SELECT chunk_id FROM chunks WHERE owner IN ('public') ORDER BY embedding <=> %b LIMIT 5",
+                (unit("d3-0"),),
+            )
+        )
+        assert "chunks_embedding_hnsw" in plan
+        lexical_plan = "\n".join(
+            r[0] for r in conn.execute("EXPLAIN SELECT chunk_id FROM chunks WHERE tsv @@ 'kestrel3'::tsquery")
+        )
+        assert "chunks_tsv" in lexical_plan
+    assert store.dense(unit("d3-0"), 5, build_where(None))[0].chunk_id == "d3-0"
+    assert {h.chunk_id for h in store.lexical("kestrel3", 100, build_where(None))} == {
+        f"d{i}-0" for i in range(400) if i % 7 == 3
+    }
+    db.close()
