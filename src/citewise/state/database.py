@@ -131,12 +131,13 @@ class Database:
     @contextmanager
     def transaction(self) -> Iterator[psycopg.Connection]:
         """A pooled connection inside one transaction: committed when the block ends, rolled back if it raises."""
-        psycopg, _ = _psycopg()
+        psycopg, psycopg_pool = _psycopg()
         pool = self._open()
         try:
             with pool.connection(timeout=self._timeout) as conn:
                 yield conn
-        except psycopg.OperationalError as exc:
+        except (psycopg.OperationalError, psycopg_pool.PoolTimeout) as exc:
+            # The server went away or every connection is busy: a typed error the CLI and the API report plainly.
             raise RetrievalError(f"PostgreSQL failed: {type(exc).__name__}: {_first_line(exc)}") from exc
 
     def close(self) -> None:
