@@ -95,6 +95,11 @@ def _settings(home: Path | None, **overrides) -> Settings:
     return settings
 
 
+def _eval_settings() -> Settings:
+    """An eval indexes its data set into a throwaway embedded home: never into a shared PostgreSQL database."""
+    return _settings(None).model_copy(update={"store": "lancedb"})
+
+
 @contextmanager
 def _progress(enabled: bool):
     """A Rich progress display fed by (stage, done, total) callbacks; silent when stdout is for JSON."""
@@ -782,7 +787,7 @@ def eval_retrieval(
                 raise CitewiseError(f"Unknown --mode {mode!r}; use hybrid, dense, lexical or all") from None
         dataset = load_beir(beir, split)
         with _progress(not as_json) as progress:
-            results = evaluate(_settings(None), dataset, modes, progress=progress)
+            results = evaluate(_eval_settings(), dataset, modes, progress=progress)
         if as_json:
             print(json.dumps(results))
             return 0
@@ -876,7 +881,7 @@ def eval_answers(
         with _progress(not as_json) as progress:
             report = evaluate_answers(
                 dataset,
-                _settings(None),
+                _eval_settings(),
                 mode=mode,
                 limit=limit,
                 seed=seed,
