@@ -597,7 +597,7 @@ def sources_add(
         from citewise.settings import SourceKind, SourceSpec
         from citewise.sources.config import all_specs, check_name, config_path, kind_of, redact_url, write_to_config
         from citewise.sources.fetch import check_scheme
-        from citewise.sources.state import SourceState
+        from citewise.sources.state import open_source_state
 
         settings = _settings(home)
         check_name(name)
@@ -624,7 +624,7 @@ def sources_add(
             )
         path = config_path()
         write_to_config(path, name, spec)
-        SourceState(settings.index_dir).save_spec(name, spec)
+        open_source_state(settings).save_spec(name, spec)
         say(out, "Added source {} ({}: {}) to {}.", name, spec.kind, redact_url(spec.url), path)
         schedule = f" `citewise serve` syncs it every {spec.every}." if spec.every else ""
         say(out, "Bring it in with `citewise sources sync {}`.{}", name, schedule)
@@ -1092,13 +1092,14 @@ def migrate(
         say(
             out,
             "Copied {} document(s), {} chunk(s) with their vectors ({}, {} dims), {} logged question(s), {} cached "
-            "LLM repl(ies).",
+            "LLM repl(ies), {} source(s).",
             report.documents,
             report.chunks,
             report.embeddings,
             report.dimension,
             report.questions,
             report.llm_cache,
+            report.sources,
         )
         for item in report.not_copied:
             say(out, "[dim]Not copied: {}[/]", item)

@@ -31,7 +31,10 @@ from citewise.index.retriever import Retriever
 from citewise.ingest.pipeline import Ingestor, remove_document
 from citewise.llm.cache import PostgresLLMCache
 from citewise.server.auth import SharedRateLimiter
-from citewise.settings import Settings
+from citewise.settings import Settings, SourceSpec
+from citewise.sources.state import open_source_state
+from citewise.sources.sync import remove_source, sync_source
+from citewise.sources.sync import runs as source_runs
 from citewise.state.database import Database
 from citewise.state.locks import advisory_write_lock
 from citewise.state.migrations import LATEST, MIGRATIONS
@@ -299,17 +302,40 @@ def test_rate_limit_buckets_are_shared_across_processes(pg_settings):
     assert SharedRateLimiter(0, Database(url), prefix="requests").acquire("key-1") == 0.0
 
 
+# -- sources -------------------------------------------------------------------------------------------------------
+def test_sources_state_is_shared_through_the_database(pg_settings, make_kb, corpus, tmp_path, monkeypatch):
+    """A source synced through one process is listed, with its last run, by another, whose next sync finds every
+    document unchanged; removing it from there removes its documents and state, and no home holds a sources file."""
+    monkeypatch.setenv("CITEWISE_CONFIG", str(tmp_path / "citewise.toml"))
+    writer = make_kb(pg_settings)
+    other_settings = pg_settings.model_copy(update={"home": tmp_path / "other-home"})
+    other = make_kb(other_settings)
+    open_source_state(pg_settings).save_spec("handbook", SourceSpec(url=str(corpus)))
+    first = sync_source(writer, "handbook")
+    assert first.ok and first.kind == "folder" and first.documents >= 3
+    [listed] = source_runs(other_settings)
+    assert listed.name == "handbook" and listed.last_ok is True and listed.documents == first.documents
+    again = sync_source(other, "handbook")
+    assert again.ok and again.unchanged == first.documents and not again.added and not again.chunks_embedded
+    assert remove_source(other, "handbook") == first.documents
+    assert writer.registry.list() == [] and source_runs(pg_settings) == []
+    for home in (pg_settings.home, other_settings.home):
+        assert not (home / "index").exists()
+
+
 # -- migrate -------------------------------------------------------------------------------------------------------
 def test_migrate_copies_an_embedded_home_with_its_vectors(settings, make_kb, corpus, pg_url, tmp_path):
     embedded = make_kb(settings)
-    Ingestor(embedded).ingest_paths([corpus])
+    open_source_state(settings).save_spec("handbook", SourceSpec(url=str(corpus)))  # the corpus, as a folder source
+    synced = sync_source(embedded, "handbook")
+    assert synced.ok and synced.documents >= 3
     refused = Answer(question="Where is the moon?", answer="", status="refused", exit_reason="COMPLETED")
     log_question(settings, refused, [])
     result = runner.invoke(app, ["migrate", "--from", str(settings.home), "--to", pg_url, "--json"])
     assert result.exit_code == 0, result.output
     report = json.loads(result.stdout.strip().splitlines()[-1])
     assert report["chunks"] == embedded.store.count() and report["documents"] == len(embedded.registry.list())
-    assert report["questions"] == 1
+    assert report["questions"] == 1 and report["sources"] == 1
 
     target = Settings(home=tmp_path / "replica", store="postgres", database_url=SecretStr(pg_url))
     copied = make_kb(target)
@@ -324,6 +350,10 @@ def test_migrate_copies_an_embedded_home_with_its_vectors(settings, make_kb, cor
     expected = [c.chunk_id for c in Retriever(embedded).search(question, mode="dense").chunks]
     assert [c.chunk_id for c in Retriever(copied).search(question, mode="dense").chunks] == expected
     assert gap_report(target)["questions"] == 1
+    [source] = source_runs(target)  # the sources' state came along: the next sync re-embeds nothing
+    assert source.name == "handbook" and source.last_ok is True and source.documents == synced.documents
+    resynced = sync_source(copied, "handbook")
+    assert resynced.ok and resynced.unchanged == synced.documents and not resynced.chunks_embedded
 
     again = runner.invoke(app, ["migrate", "--from", str(settings.home), "--to", pg_url])
     assert again.exit_code == 2 and "already holds" in again.output

@@ -38,7 +38,7 @@ from citewise.settings import SourceKind, SourceSpec
 from citewise.sources.anchors import outline_anchors
 from citewise.sources.config import all_specs, config_path, kind_of, remove_from_config, spec_of
 from citewise.sources.git import GitRepository, document_source
-from citewise.sources.state import SourceDocument, SourceRun, SourceState
+from citewise.sources.state import SourceDocument, SourceRun, open_source_state
 from citewise.sources.web import WebCrawler, normalize_url
 from citewise.types import ParsedDocument, make_doc_id
 
@@ -92,7 +92,7 @@ def sync_source(
     The whole sync holds the home's write lock (`KnowledgeBase.writing`: `wait_s` / `on_wait` as for any writer);
     `should_stop` (the server's shutdown) stops the crawl and the ingest at their next checkpoint."""
     settings = kb.settings
-    state = SourceState(settings.index_dir)
+    state = open_source_state(settings)
     report = SyncReport(source=name, started_at=now_iso())
     started = time.monotonic()
     spec: SourceSpec | None = None
@@ -129,7 +129,7 @@ def remove_source(
     """Remove a source: its documents leave the index, its state the home, its table citewise.toml. Returns how many
     documents were removed."""
     settings = kb.settings
-    state = SourceState(settings.index_dir)
+    state = open_source_state(settings)
     spec_of(settings, name)  # says plainly when there is no such source
     with kb.writing(wait_s=wait_s, on_wait=on_wait):
         doc_ids = sorted({d.doc_id for d in state.documents(name).values() if d.doc_id})
@@ -141,7 +141,7 @@ def remove_source(
 
 
 def runs(settings) -> list[SourceRun]:
-    return SourceState(settings.index_dir).runs(all_specs(settings))
+    return open_source_state(settings).runs(all_specs(settings))
 
 
 def next_run(run: SourceRun, *, now: datetime | None = None) -> datetime | None:

@@ -1,8 +1,9 @@
 """`citewise migrate --from HOME --to postgresql://…`: copy an embedded home into an empty PostgreSQL database.
 
 What is copied: the manifest (embedding model and dimension), every registry row, every chunk with its stored
-vector (nothing is embedded again, so the copy ranks exactly like the home did), the question log and the LLM
-reply cache. What is not: conversation sessions (LangGraph checkpoints, short-lived by nature) and uploaded
+vector (nothing is embedded again, so the copy ranks exactly like the home did), the question log, the LLM
+reply cache and the sources' state (their specs, last runs and what each sync brought in, so the next sync skips
+what is unchanged). What is not: conversation sessions (LangGraph checkpoints, short-lived by nature) and uploaded
 files, which stay where they are — point `uploads_dir` at the home's uploads/ folder (or copy it to the shared
 folder at the same path) so the registry's paths still name them.
 
@@ -32,6 +33,7 @@ class MigrationReport:
     chunks: int = 0
     questions: int = 0
     llm_cache: int = 0
+    sources: int = 0
     embeddings: str = ""
     dimension: int = 0
     not_copied: list[str] = field(default_factory=list)
@@ -81,6 +83,7 @@ def migrate_home(source: Settings, target: Settings, *, progress: Progress | Non
                 log_question(db, record)
         report.questions = len(questions)
         report.llm_cache = _copy_llm_cache(source, db)
+        report.sources = _copy_sources(source, db)
     report.not_copied = [
         "conversation sessions (sessions.sqlite3)",
         f"uploaded files: they stay in {source.uploads_path}; set uploads_dir to that folder (or to a shared copy "
@@ -103,3 +106,28 @@ def _copy_llm_cache(source: Settings, db) -> int:
             "INSERT INTO llm_cache (key, namespace, value) VALUES (%s, %s, %s) ON CONFLICT (key) DO NOTHING", rows
         )
     return len(rows)
+
+
+def _copy_sources(source: Settings, db) -> int:
+    """The home's sources.sqlite3, row for row (sources/state.py; the columns are the same on both sides)."""
+    path = source.index_dir / "sources.sqlite3"
+    if not path.is_file():
+        return 0
+    with closing(sqlite3.connect(path)) as lite:
+        lite.row_factory = sqlite3.Row
+        try:
+            sources = [dict(r) for r in lite.execute("SELECT * FROM sources")]
+            documents = [dict(r) for r in lite.execute("SELECT * FROM source_documents")]
+        except sqlite3.DatabaseError:
+            return 0
+    for row in sources:
+        row["last_ok"] = None if row["last_ok"] is None else bool(row["last_ok"])
+    with db.transaction() as conn, conn.cursor() as cursor:
+        for table, rows in (("sources", sources), ("source_documents", documents)):
+            if rows:
+                columns = list(rows[0])
+                cursor.executemany(
+                    f"INSERT INTO {table} ({', '.join(columns)}) VALUES ({', '.join('%s' for _ in columns)})",
+                    [[row[c] for c in columns] for row in rows],
+                )
+    return len(sources)

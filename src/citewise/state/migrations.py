@@ -1,6 +1,6 @@
 """The PostgreSQL schema as an ordered list of migrations: `citewise db upgrade` (or the first process to connect,
 with `postgres.auto_upgrade`) applies the ones a database has not seen, each in its own transaction, and records
-it in `citewise_schema`. Never edit a released migration: add the next one (a `feedback` table would be number 2;
+it in `citewise_schema`. Never edit a released migration: add the next one (a `feedback` table would be number 3;
 a new field of `DocumentRecord` is a new column of `documents`, which the registry's tests catch when missing).
 
 The chunks' vector column is created without a dimension: the first write types it to the embedding model's
@@ -158,6 +158,43 @@ CREATE UNLOGGED TABLE rate_buckets (
     tokens       double precision NOT NULL,
     refilled_at  double precision NOT NULL
 );
+""",
+    ),
+    Migration(
+        2,
+        "sources and what each one's last sync brought in",
+        """
+-- sources/state.py's two tables, shared by every replica: a source added anywhere is listed everywhere, and a sync
+-- (by `citewise sources sync` or any replica's scheduler) is seen by the next scheduler run on every other one.
+CREATE TABLE sources (
+    name           text PRIMARY KEY,
+    spec           text NOT NULL,
+    added_at       text NOT NULL,
+    last_started   text,
+    last_finished  text,
+    last_ok        boolean,
+    last_error     text,
+    last_report    text,
+    last_success   text
+);
+
+CREATE TABLE source_documents (
+    source         text NOT NULL,
+    key            text NOT NULL,
+    doc_id         text NOT NULL DEFAULT '',
+    url            text NOT NULL DEFAULT '',
+    etag           text NOT NULL DEFAULT '',
+    last_modified  text NOT NULL DEFAULT '',
+    content_hash   text NOT NULL DEFAULT '',
+    blob           text NOT NULL DEFAULT '',
+    revision       text NOT NULL DEFAULT '',
+    links          text NOT NULL DEFAULT '[]',
+    redirects      text NOT NULL DEFAULT '[]',
+    note           text NOT NULL DEFAULT '',
+    updated_at     text NOT NULL DEFAULT '',
+    PRIMARY KEY (source, key)
+);
+CREATE INDEX source_documents_doc ON source_documents (doc_id);
 """,
     ),
 )
