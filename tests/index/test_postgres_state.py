@@ -304,17 +304,22 @@ def test_rate_limit_buckets_are_shared_across_processes(pg_settings):
 
 # -- sources -------------------------------------------------------------------------------------------------------
 def test_sources_state_is_shared_through_the_database(pg_settings, make_kb, corpus, tmp_path, monkeypatch):
-    """A source synced through one process is listed, with its last run, by another, whose next sync finds every
-    document unchanged; removing it from there removes its documents and state, and no home holds a sources file."""
+    """A source synced through one process is listed, with its last run, by another, whose scheduler then finds it
+    not due and whose next sync finds every document unchanged; removing it from there removes its documents and
+    state, and no home holds a sources file."""
     monkeypatch.setenv("CITEWISE_CONFIG", str(tmp_path / "citewise.toml"))
     writer = make_kb(pg_settings)
     other_settings = pg_settings.model_copy(update={"home": tmp_path / "other-home"})
     other = make_kb(other_settings)
-    open_source_state(pg_settings).save_spec("handbook", SourceSpec(url=str(corpus)))
-    first = sync_source(writer, "handbook")
+    open_source_state(pg_settings).save_spec("handbook", SourceSpec(url=str(corpus), every="6h"))
+    first = sync_source(writer, "handbook", only_if_due=True)  # never synced: due
     assert first.ok and first.kind == "folder" and first.documents >= 3
     [listed] = source_runs(other_settings)
     assert listed.name == "handbook" and listed.last_ok is True and listed.documents == first.documents
+    # Replicas' schedulers all find a source due at once and queue on the write lock: the first one syncs, the
+    # others find it synced when their turn comes and leave the record of the first sync alone.
+    late = sync_source(other, "handbook", only_if_due=True)
+    assert not late.ran and late.ok and source_runs(other_settings) == [listed]
     again = sync_source(other, "handbook")
     assert again.ok and again.unchanged == first.documents and not again.added and not again.chunks_embedded
     assert remove_source(other, "handbook") == first.documents
