@@ -99,6 +99,27 @@ def test_a_newer_or_unmigrated_schema_is_refused_with_what_to_do(pg_url):
         Database(pg_url).check_schema()
 
 
+def test_a_logical_backup_restores_into_a_working_knowledge_base(postgres, pg_settings, make_kb, corpus, tmp_path):
+    """pg_dump and pg_restore (what a managed service's logical backups run): the restore recomputes the generated
+    tsvector with an empty search_path, which the full-text function must survive; the copy then answers alike."""
+    kb = make_kb(pg_settings)
+    Ingestor(kb).ingest_paths([corpus])
+    dump = tmp_path / "citewise.dump"
+    url = pg_settings.database_url.get_secret_value()
+    subprocess.run([str(postgres.bin / "pg_dump"), "-Fc", "-f", str(dump), "-d", url], check=True, capture_output=True)
+    restored_url = postgres.create_database()
+    subprocess.run(
+        [str(postgres.bin / "pg_restore"), "--no-owner", "--exit-on-error", "-d", restored_url, str(dump)],
+        check=True,
+        capture_output=True,
+    )
+    restored = make_kb(pg_settings.model_copy(update={"database_url": SecretStr(restored_url)}))
+    question = "How do I rotate the API key?"
+    for mode in ("lexical", "hybrid"):
+        expected = [(c.chunk_id, c.score) for c in Retriever(kb).search(question, mode=mode).chunks]
+        assert [(c.chunk_id, c.score) for c in Retriever(restored).search(question, mode=mode).chunks] == expected
+
+
 def test_an_unreachable_database_is_a_config_error_without_the_password(tmp_path):
     from tests.support.local_postgres import free_port
 

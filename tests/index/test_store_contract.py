@@ -175,6 +175,39 @@ def test_lexical_ranks_by_bm25_with_stemming_and_prefilter(store):
     assert store.lexical("restore snapshot", 5, build_where(None))[0].chunk_id == "alpha-1"
 
 
+# Both engines split, fold, stem and drop words the same way, so BM25 sees the same lengths and the same terms.
+TOKENS = {
+    "t1": "kestrel falcon kestrel",
+    "t2": "kestrel falcon running runs",
+    "t3": "kestrel eagle hawk owl v2 123 abc123 1.5",
+    "t4": "sparrow robin wren finch lark",
+    "t5": "café kestrel naïve",
+    "t6": "Kestrels' wings: the 2nd-fastest; don't it's doesn't haven't you've e-mail",
+}
+
+
+def test_both_engines_score_bm25_identically(tmp_path, pg_url):
+    """Accents folded ("cafe" finds "café"), numbers and letter-digit words kept, NLTK's stop words including the
+    fragments of "doesn't" dropped after stemming (so lengths match), and a repeated query word counted twice."""
+    chunks = [chunk(k, 0, v, title="", chapter="") for k, v in TOKENS.items()]
+    db = Database(pg_url)
+    engines = [LanceStore(tmp_path / "lancedb"), PostgresStore(db)]
+    for store in engines:
+        put(store, chunks)
+        store.optimize()
+    queries = ["kestrel", "kestrel kestrel", "run", "v2", "123", "cafe", "naïve", "2nd", "fastest", "mail", "wing"]
+    for query in queries:
+        lance, postgres = (store.lexical(query, 10, build_where(None)) for store in engines)
+        assert [h.chunk_id for h in postgres] == [h.chunk_id for h in lance], query
+        assert [h.lexical for h in postgres] == pytest.approx([h.lexical for h in lance], rel=1e-5), query
+    assert engines[1].lexical("kestrel kestrel", 1, None)[0].lexical == pytest.approx(
+        2 * engines[1].lexical("kestrel", 1, None)[0].lexical
+    )
+    for stop_word in ("doesn", "haven", "ve", "don"):
+        assert all(store.lexical(stop_word, 10, None) == [] for store in engines), stop_word
+    db.close()
+
+
 def test_a_selective_filter_still_fills_the_candidate_list(store):
     """30 of alice's chunks lie nearer the query than any public one: the prefilter must run inside the search,
     not after it, or the public list comes back short."""

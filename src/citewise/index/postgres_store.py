@@ -219,9 +219,11 @@ class PostgresStore:
             return []
         try:
             with self._db.transaction() as conn:
+                # A word the query repeats counts once per occurrence, as in LanceDB.
                 terms = conn.execute(
-                    "SELECT q.lexeme, l.df FROM unnest(tsvector_to_array(citewise_lexemes(%s))) AS q(lexeme) "
-                    "JOIN citewise_lexemes l USING (lexeme) WHERE l.df > 0 ORDER BY q.lexeme",
+                    "SELECT q.lexeme, l.df, coalesce(array_length(q.positions, 1), 1) "
+                    "FROM unnest(citewise_lexemes(%s)) AS q JOIN citewise_lexemes l USING (lexeme) "
+                    "WHERE l.df > 0 ORDER BY q.lexeme",
                     (text,),
                 ).fetchall()
                 if not terms:
@@ -229,9 +231,9 @@ class PostgresStore:
                 chunks, total_length = conn.execute("SELECT chunks, total_length FROM citewise_index").fetchone()
                 n = max(1, chunks)
                 avg_length = max(1.0, total_length / n)
-                lexemes = [lexeme for lexeme, _ in terms]
-                idf = [math.log(1.0 + (n - df + 0.5) / (df + 0.5)) for _, df in terms]
-                tsquery = " | ".join("'" + lexeme.replace("'", "''") + "'" for lexeme, _ in terms)
+                lexemes = [lexeme for lexeme, _, _ in terms]
+                idf = [times * math.log(1.0 + (n - df + 0.5) / (df + 0.5)) for _, df, times in terms]
+                tsquery = " | ".join("'" + lexeme.replace("'", "''") + "'" for lexeme, _, _ in terms)
                 sql = f"""
                     WITH q(lexeme, idf) AS (SELECT * FROM unnest(%(lexemes)s::text[], %(idf)s::float8[])),
                     scored AS (

@@ -19,12 +19,15 @@ class Migration:
     sql: str
 
 
-# What the full-text side indexes, as LanceDB's FTS does by default: words split on anything but letters and digits
-# (its "simple" tokenizer), tokens over 40 characters dropped, lower-cased, stemmed (Snowball English), and then the
-# English stop words removed — after stemming, so "does" (stem "doe") and "why" ("whi") stay, exactly as LanceDB
-# keeps them (probed: the two agree on all 127 words of the list). PostgreSQL's own `english` configuration removes
-# stop words before stemming, which dropped "does", "why" and "any" and cost 0.02 nDCG. A SQL function, so the
-# generated column, the query and the document-frequency table all split text the same way.
+# What the full-text side indexes, as LanceDB's FTS does by default: accents folded to ASCII ("café" is "cafe"), words
+# split on anything but letters and digits (its "simple" tokenizer), tokens over 40 characters dropped, lower-cased,
+# stemmed (Snowball English), and then the English stop words removed — after stemming, so "does" (stem "doe") and
+# "why" ("whi") stay, exactly as LanceDB keeps them. The list is NLTK's 179 words as LanceDB has it (probed word by
+# word: the fragments "doesn", "ve", "ll" are stop words there too), so a passage's length, and with it BM25's
+# length normalisation, is the same on both engines. PostgreSQL's own `english` configuration removes stop words
+# before stemming, which dropped "does", "why" and "any" and cost 0.02 nDCG. A SQL function, so the generated
+# column, the query and the document-frequency table all split text the same way; its search_path is fixed when it
+# is created, so a logical restore (pg_restore runs with an empty search_path) recomputes the column the same way.
 _STOP_WORDS = """ARRAY[
     'i', 'me', 'my', 'myself', 'we', 'our', 'ours', 'ourselves', 'you', 'your', 'yours', 'yourself', 'yourselves',
     'he', 'him', 'his', 'himself', 'she', 'her', 'hers', 'herself', 'it', 'its', 'itself', 'they', 'them', 'their',
@@ -35,21 +38,27 @@ _STOP_WORDS = """ARRAY[
     'down', 'in', 'out', 'on', 'off', 'over', 'under', 'again', 'further', 'then', 'once', 'here', 'there', 'when',
     'where', 'why', 'how', 'all', 'any', 'both', 'each', 'few', 'more', 'most', 'other', 'some', 'such', 'no',
     'nor', 'not', 'only', 'own', 'same', 'so', 'than', 'too', 'very', 's', 't', 'can', 'will', 'just', 'don',
-    'should', 'now'
+    'should', 'now', 'd', 'll', 'm', 'o', 're', 've', 'y', 'ain', 'aren', 'couldn', 'didn', 'doesn', 'hadn',
+    'hasn', 'haven', 'isn', 'ma', 'mightn', 'mustn', 'needn', 'shan', 'shouldn', 'wasn', 'weren', 'won', 'wouldn'
 ]"""
 
 _LEXEMES = (
     r"""
+CREATE EXTENSION IF NOT EXISTS unaccent;
 CREATE TEXT SEARCH DICTIONARY citewise_stem (TEMPLATE = snowball, Language = english);
 CREATE TEXT SEARCH CONFIGURATION citewise_english (COPY = pg_catalog.english);
 ALTER TEXT SEARCH CONFIGURATION citewise_english
-    ALTER MAPPING FOR asciiword, asciihword, hword_asciipart, word, hword, hword_part WITH citewise_stem;
+    ALTER MAPPING FOR asciiword, asciihword, hword_asciipart, word, hword, hword_part, numword, numhword,
+        hword_numpart WITH citewise_stem;
 
 CREATE FUNCTION citewise_lexemes(text) RETURNS tsvector
     LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE
+    SET search_path FROM CURRENT
     AS $$ SELECT ts_delete(
         to_tsvector('citewise_english'::regconfig,
-                    regexp_replace(regexp_replace($1, '[[:alnum:]]{41,}', ' ', 'g'), '[^[:alnum:]]+', ' ', 'g')),
+                    regexp_replace(
+                        regexp_replace(unaccent('unaccent'::regdictionary, $1), '[[:alnum:]]{41,}', ' ', 'g'),
+                        '[^[:alnum:]]+', ' ', 'g')),
         """
     + _STOP_WORDS
     + r"""::text[]) $$;
