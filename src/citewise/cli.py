@@ -52,9 +52,11 @@ sources_app = typer.Typer(
     help="Docs where they live: websites, Git repositories and folders, declared once and kept in sync.",
     no_args_is_help=True,
 )
+db_app = typer.Typer(help='The PostgreSQL schema (store = "postgres").', no_args_is_help=True)
 app.add_typer(docs_app, name="docs")
 app.add_typer(sources_app, name="sources")
 app.add_typer(eval_app, name="eval")
+app.add_typer(db_app, name="db")
 
 out = Console()
 err = Console(stderr=True)
@@ -104,6 +106,11 @@ def _settings(home: Path | None, **overrides) -> Settings:
         if values:
             settings = settings.model_copy(update={section: getattr(settings, section).model_copy(update=values)})
     return settings
+
+
+def _eval_settings() -> Settings:
+    """An eval indexes its data set into a throwaway embedded home: never into a shared PostgreSQL database."""
+    return _settings(None).model_copy(update={"store": "lancedb"})
 
 
 @contextmanager
@@ -464,10 +471,10 @@ def docs_list(
     """Show ingested documents with their status and chunk counts."""
 
     def go() -> int:
-        from citewise.index.registry import Registry
+        from citewise.index.registry import open_registry
 
         settings = _settings(home)
-        registry = Registry(settings.index_dir / "registry.sqlite3")
+        registry = open_registry(settings)
         records = registry.list(owner=owner, status=status)
         if as_json:
             print(json.dumps([r.model_dump(mode="json", exclude={"file_hash"}) for r in records]))
@@ -571,7 +578,7 @@ def doctor(
                 say(out, "No Citewise home at {} (nothing was ever ingested there).", settings.home.resolve())
             return 0
         report = check(kb, repair=repair, wait_s=0 if no_wait else None, on_wait=_waiting)
-        home_dir = settings.home
+        home_dir = "the PostgreSQL database" if settings.uses_postgres else settings.home
         if as_json:
             print(report.model_dump_json())
         else:
@@ -643,7 +650,7 @@ def sources_add(
         from citewise.settings import SourceKind, SourceSpec
         from citewise.sources.config import all_specs, check_name, config_path, kind_of, redact_url, write_to_config
         from citewise.sources.fetch import check_scheme
-        from citewise.sources.state import SourceState
+        from citewise.sources.state import open_source_state
 
         settings = _settings(home)
         check_name(name)
@@ -670,7 +677,7 @@ def sources_add(
             )
         path = config_path()
         write_to_config(path, name, spec)
-        SourceState(settings.index_dir).save_spec(name, spec)
+        open_source_state(settings).save_spec(name, spec)
         say(out, "Added source {} ({}: {}) to {}.", name, spec.kind, redact_url(spec.url), path)
         schedule = f" `citewise serve` syncs it every {spec.every}." if spec.every else ""
         say(out, "Bring it in with `citewise sources sync {}`.{}", name, schedule)
@@ -833,7 +840,7 @@ def eval_retrieval(
                 raise CitewiseError(f"Unknown --mode {mode!r}; use hybrid, dense, lexical or all") from None
         dataset = load_beir(beir, split)
         with _progress(not as_json) as progress:
-            results = evaluate(_settings(None), dataset, modes, progress=progress)
+            results = evaluate(_eval_settings(), dataset, modes, progress=progress)
         if as_json:
             print(json.dumps(results))
             return 0
@@ -927,7 +934,7 @@ def eval_answers(
         with _progress(not as_json) as progress:
             report = evaluate_answers(
                 dataset,
-                _settings(None),
+                _eval_settings(),
                 mode=mode,
                 limit=limit,
                 seed=seed,
@@ -1050,7 +1057,8 @@ def gaps(
         owner_id = None if owner is None else Owner.of(owner).id
         report = gap_report(settings, min_count=min_count, owner=owner_id)
         # A read-only command: the ratings are read only when a server has kept some (never creates the file).
-        store = open_feedback_store(settings) if settings.feedback_path.exists() else None
+        has_feedback = settings.uses_postgres or settings.feedback_path.exists()
+        store = open_feedback_store(settings) if has_feedback else None
         report["analytics"] = analytics_report(settings, store, owner=owner_id, days=days)
         if as_json:
             print(json.dumps(report))
@@ -1117,6 +1125,91 @@ def _print_analytics(a: dict) -> None:
         for day in a["by_day"][-14:]:
             table.add_row(day["date"], str(day["questions"]), str(day["answered"]), f"{day['answer_rate']:.0%}")
         out.print(table)
+
+
+@db_app.command("upgrade")
+def db_upgrade(home: HomeOpt = None, as_json: JsonOpt = False) -> None:
+    """Create or migrate the PostgreSQL schema at CITEWISE_DATABASE_URL to this version's (idempotent)."""
+
+    def go() -> int:
+        from citewise.state.database import Database
+        from citewise.state.migrations import LATEST
+
+        settings = _settings(home)
+        if settings.database_url is None:
+            raise CitewiseError("No database configured: set CITEWISE_DATABASE_URL=postgresql://user:password@host/db")
+        db = Database(settings.database_url.get_secret_value(), connect_timeout_s=settings.postgres.connect_timeout_s)
+        before = db.schema_version()
+        if before > LATEST:
+            raise CitewiseError(
+                f"The database's schema is at version {before}, newer than this Citewise knows ({LATEST}): upgrade "
+                "Citewise instead."
+            )
+        applied = db.upgrade()
+        if as_json:
+            print(json.dumps({"before": before, "version": LATEST, "applied": applied}))
+        elif applied:
+            say(
+                out, "Schema upgraded from version {} to {} (applied {}).", before, LATEST, ", ".join(map(str, applied))
+            )
+        else:
+            say(out, "Schema already at version {}; nothing to do.", LATEST)
+        return 0
+
+    _run(go)
+
+
+@app.command()
+def migrate(
+    from_home: Annotated[
+        Path, typer.Option("--from", help="The embedded home to copy (its index/, questions, LLM cache).")
+    ],
+    to: Annotated[
+        str | None,
+        typer.Option(
+            "--to",
+            help="postgresql://user:password@host/db, an empty database (default: $CITEWISE_DATABASE_URL; the "
+            "environment keeps the password out of the process list).",
+            show_default=False,
+        ),
+    ] = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Copy an embedded home into PostgreSQL: chunks with their vectors (no re-embedding), registry, question log."""
+
+    def go() -> int:
+        from pydantic import SecretStr
+
+        from citewise.migrate import migrate_home
+
+        source = _settings(from_home)
+        url = SecretStr(to) if to else source.database_url
+        if url is None:
+            raise CitewiseError("Say where to copy to: --to postgresql://… or CITEWISE_DATABASE_URL")
+        target = source.model_copy(update={"store": "postgres", "database_url": url})
+        with _progress(not as_json) as progress:
+            report = migrate_home(source, target, progress=progress)
+        if as_json:
+            print(json.dumps(report.__dict__))
+            return 0
+        say(
+            out,
+            "Copied {} document(s), {} chunk(s) with their vectors ({}, {} dims), {} logged question(s), {} cached "
+            "LLM repl(ies), {} source(s).",
+            report.documents,
+            report.chunks,
+            report.embeddings,
+            report.dimension,
+            report.questions,
+            report.llm_cache,
+            report.sources,
+        )
+        for item in report.not_copied:
+            say(out, "[dim]Not copied: {}[/]", item)
+        say(out, "Serve it with CITEWISE_STORE=postgres and CITEWISE_DATABASE_URL set to the same database.")
+        return 0
+
+    _run(go)
 
 
 @app.command()

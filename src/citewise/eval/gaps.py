@@ -1,7 +1,7 @@
 """The docs-gap report: which questions the docs could not answer, grouped, most frequent first.
 
-The agent appends every question it answers to the question log (`citewise.agent.question_log`);
-`citewise gaps` reads that log back.
+The agent appends every question it answers to the question log (`citewise.agent.question_log`: a JSON-lines file
+in the home, or the `questions` table when state lives in PostgreSQL); `citewise gaps` reads that log back.
 """
 
 from __future__ import annotations
@@ -49,6 +49,17 @@ def read_log(path: Path) -> tuple[list[dict], int]:
             else:
                 bad += 1
     return records, bad
+
+
+def load_log(settings: Settings) -> tuple[list[dict], int, str]:
+    """The question log wherever this deployment keeps it: (records, unreadable lines, where it was read)."""
+    if settings.uses_postgres:  # every replica's questions in one table
+        from citewise.state.database import database
+        from citewise.state.tables import read_questions
+
+        return read_questions(database(settings)), 0, "the database's questions table"
+    records, bad = read_log(settings.questions_log_path)
+    return records, bad, str(settings.questions_log_path)
 
 
 class _DisjointSets:
@@ -139,12 +150,12 @@ def gap_report(
 ) -> dict:
     """What `citewise gaps` prints: the grouped gaps plus how much of the log they come from (only `owner`'s
     questions when given; questions logged without an owner are the public owner's)."""
-    records, bad = read_log(settings.questions_log_path)
+    records, bad, log_name = load_log(settings)
     if owner is not None:
         records = [r for r in records if (r.get("owner") or "public") == owner]
     groups = group_gaps(records, similarity=similarity, min_count=min_count)
     return {
-        "log": str(settings.questions_log_path),
+        "log": log_name,
         "questions": len(records),
         "gaps": sum(is_gap(r) for r in records),
         "unreadable_lines": bad,

@@ -15,7 +15,7 @@ from collections import Counter, defaultdict
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
-from citewise.eval.gaps import group_gaps, is_gap, read_log
+from citewise.eval.gaps import group_gaps, is_gap, load_log
 from citewise.feedback.store import FeedbackStore, Rating
 from citewise.types import PUBLIC_OWNER
 
@@ -43,7 +43,7 @@ def analytics_report(
     """The report for `owner`'s questions and ratings of the last `days` days (owner None: every owner's)."""
     now = now or datetime.now(UTC)
     since = (now - timedelta(days=days)).isoformat(timespec="seconds")
-    records, unreadable = read_log(settings.questions_log_path)
+    records, unreadable, _ = load_log(settings)
     mine = [r for r in records if _owner_of(r) == owner or owner is None]
     recent = [r for r in mine if str(r.get("timestamp") or "") >= since]
 

@@ -106,7 +106,13 @@ def now_iso() -> str:
 
 
 def open_feedback_store(settings: Settings) -> FeedbackStore:
-    """The store for `settings` (the embedded SQLite file under the home)."""
+    """The store for `settings`: the embedded SQLite file under the home, or the database's tables when state lives
+    in PostgreSQL (`store = "postgres"`: every replica records and rates in one place)."""
+    if settings.uses_postgres:
+        from citewise.feedback.postgres import PostgresFeedbackStore
+        from citewise.state.database import database
+
+        return PostgresFeedbackStore(database(settings))
     from citewise.feedback.sqlite import SqliteFeedbackStore
 
     return SqliteFeedbackStore(settings.feedback_path)

@@ -3,6 +3,10 @@
 Opening it is cheap: the vector engine is opened on first use and the embedding model loads on the first text it
 has to embed, so `docs list` or an ingest with nothing new never pay for either. Opening it creates nothing: a
 home is created by its first writer (`writing()`), never by a reader.
+
+Two backends behind the same handle: files under CITEWISE_HOME/index (LanceDB, SQLite, JSON; the default), or,
+with `store = "postgres"`, one PostgreSQL database shared by every process (citewise.state): the registry,
+manifest, vocabulary and version row are tables there, and the write lock is an advisory lock.
 """
 
 from __future__ import annotations
@@ -27,7 +31,15 @@ class KnowledgeBase:
     def __init__(self, settings: Settings, *, embedder: Embedder | None = None) -> None:
         self.settings = settings
         self.dir: Path = settings.index_dir
-        self.registry = Registry(self.dir / "registry.sqlite3")
+        self._db = None
+        if settings.uses_postgres:
+            from citewise.state.database import database
+            from citewise.state.tables import PgRegistry
+
+            self._db = database(settings)
+            self.registry: Registry | PgRegistry = PgRegistry(self._db)
+        else:
+            self.registry = Registry(self.dir / "registry.sqlite3")
         self._manifest_path = self.dir / "manifest.json"
         self._manifest_mtime = -1
         self.manifest: Manifest | None = None
@@ -49,11 +61,16 @@ class KnowledgeBase:
     @property
     def store(self) -> VectorStore:
         if self._store is None:
-            from citewise.index.lancedb_store import LanceStore  # the engine's import is not free either
+            if self._db is not None:
+                from citewise.index.postgres_store import PostgresStore
 
-            self._store = LanceStore(
-                self.dir / "lancedb", ann_index_threshold=self.settings.retrieval.ann_index_threshold
-            )
+                self._store = PostgresStore(self._db, self.settings.postgres)
+            else:
+                from citewise.index.lancedb_store import LanceStore  # the engine's import is not free either
+
+                self._store = LanceStore(
+                    self.dir / "lancedb", ann_index_threshold=self.settings.retrieval.ann_index_threshold
+                )
         return self._store
 
     def scratch_store(self) -> VectorStore:
@@ -66,18 +83,34 @@ class KnowledgeBase:
     @property
     def vocabulary(self) -> Vocabulary:
         """The index's words and their chunk counts (spelling correction, corpus statistics), for the store's current
-        version: read from `vocabulary.json` when it was built from this version, else rebuilt from the store and
-        saved for the next process."""
+        version: read from `vocabulary.json` (or the database's vocabulary row) when it was built from this version,
+        else rebuilt from the store and saved for the next process (or replica)."""
         version = self.store.version()
         with self._vocabulary_lock:
             vocabulary = self._vocabulary
             if vocabulary is None or vocabulary.version != version:
-                vocabulary = Vocabulary.load(self.dir)
+                vocabulary = self._load_vocabulary(version)
                 if vocabulary is None or vocabulary.version != version:
                     vocabulary = Vocabulary.build(self.store.indexed_texts(), version)
-                    vocabulary.save(self.dir)
+                    self._save_vocabulary(vocabulary)
                 self._vocabulary = vocabulary
             return vocabulary
+
+    def _load_vocabulary(self, version: int) -> Vocabulary | None:
+        if self._db is None:
+            return Vocabulary.load(self.dir)
+        from citewise.state.tables import load_vocabulary
+
+        payload = load_vocabulary(self._db, version)
+        return None if payload is None else Vocabulary.from_payload(payload)
+
+    def _save_vocabulary(self, vocabulary: Vocabulary) -> None:
+        if self._db is None:
+            vocabulary.save(self.dir)
+            return
+        from citewise.state.tables import save_vocabulary
+
+        save_vocabulary(self._db, vocabulary.version, vocabulary.payload())
 
     # -- embedding, checked against the manifest ---------------------------------------------------------------
     def embed_documents(self, texts: list[str]) -> np.ndarray:
@@ -91,6 +124,11 @@ class KnowledgeBase:
         return vector
 
     def _check_dimension(self, dim: int) -> None:
+        if self.manifest is None and self._db is not None:
+            from citewise.state.tables import write_manifest
+
+            write_manifest(self._db, self.settings.embeddings, dim, now_iso())  # a no-op when another wrote first
+            self._reload_manifest()
         if self.manifest is None:
             self.manifest = Manifest(embeddings=self.settings.embeddings, dimension=dim, updated_at=now_iso())
             self.manifest.write(self._manifest_path)
@@ -119,7 +157,13 @@ class KnowledgeBase:
                 self._writers -= 1
             return
         wait = self.settings.ingest.write_lock_wait_s if wait_s is None else wait_s
-        with write_lock(self.settings.home, wait_s=wait, on_wait=on_wait, cancelled=cancelled):
+        if self._db is not None:
+            from citewise.state.locks import advisory_write_lock
+
+            lock = advisory_write_lock(self._db, wait_s=wait, on_wait=on_wait, cancelled=cancelled)
+        else:
+            lock = write_lock(self.settings.home, wait_s=wait, on_wait=on_wait, cancelled=cancelled)
+        with lock:
             self._reload_manifest()
             if self._store is not None:
                 self._store.refresh()  # another writer may have committed since this handle last looked
@@ -148,6 +192,17 @@ class KnowledgeBase:
         return self._seen_version
 
     def _reload_manifest(self) -> bool:
+        if self._db is not None:
+            if self.manifest is not None:  # a manifest never changes once written: model and dimension are fixed
+                return False
+            from citewise.state.tables import read_manifest
+
+            row = read_manifest(self._db)
+            if row is None:
+                return False
+            self.manifest = Manifest(**row)
+            self.manifest.check(self.settings.embeddings)
+            return True
         try:
             mtime = self._manifest_path.stat().st_mtime_ns
         except FileNotFoundError:

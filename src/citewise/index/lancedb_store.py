@@ -309,6 +309,16 @@ class LanceStore:
         for batch in rows.to_batches(max_chunksize=4096):
             yield from zip(batch.column("owner").to_pylist(), batch.column("search_text").to_pylist(), strict=True)
 
+    def export(self, batch_size: int = 1000) -> Iterator[tuple[list[Chunk], np.ndarray]]:
+        """Every stored chunk with its vector, in batches (`citewise migrate`: vectors are copied, never re-made)."""
+        if self._table is None:
+            return
+        rows = self._table.search().select([*_CHUNK_COLUMNS, "vector"]).limit(None).to_arrow()
+        for batch in rows.to_batches(max_chunksize=batch_size):
+            part = pa.Table.from_batches([batch])
+            chunks = [Chunk(**row) for row in part.select(_CHUNK_COLUMNS).to_pylist()]
+            yield chunks, _vector_matrix(part)
+
     def chunks(self, where: str | None = None) -> list[Chunk]:
         """Every chunk matching `where`, in document order (inspection and tests; not a search)."""
         if self._table is None:

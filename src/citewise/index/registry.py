@@ -18,11 +18,16 @@ from collections.abc import Iterable, Sequence
 from contextlib import closing
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from pydantic import BaseModel
 
 from citewise.errors import IndexMismatchError
 from citewise.types import DocStatus, DocumentRecord
+
+if TYPE_CHECKING:
+    from citewise.settings import Settings
+    from citewise.state.tables import PgRegistry
 
 _COLUMNS = list(DocumentRecord.model_fields)
 
@@ -152,3 +157,13 @@ class Manifest(BaseModel):
                 f"CITEWISE_EMBEDDINGS={self.embeddings} to use this index, or ingest into a new --home "
                 "(or delete this one) to switch models."
             )
+
+
+def open_registry(settings: Settings) -> Registry | PgRegistry:
+    """The registry alone, without the vector engine (`citewise docs list`): a SQLite file, or a PostgreSQL table."""
+    if settings.uses_postgres:
+        from citewise.state.database import database
+        from citewise.state.tables import PgRegistry
+
+        return PgRegistry(database(settings))
+    return Registry(settings.index_dir / "registry.sqlite3")

@@ -79,13 +79,21 @@ class Vocabulary:
             data = json.loads((directory / FILE).read_text(encoding="utf-8"))
         except (OSError, ValueError):
             return None
+        return cls.from_payload(data)
+
+    @classmethod
+    def from_payload(cls, data: object) -> Vocabulary | None:
+        """From what `payload()` made (a file's JSON, or the database's vocabulary row); None for another format."""
         if not isinstance(data, dict) or data.get("format") != FORMAT:
             return None
         return cls(version=int(data["version"]), chunks=data["chunks"], counts=data["counts"])
 
+    def payload(self) -> dict:
+        return {"format": FORMAT, "version": self.version, "chunks": self.chunks, "counts": self.counts}
+
     def save(self, directory: Path) -> None:
         """Atomically (a reader sees the old file or the new one); a home that can't be written keeps none."""
-        payload = {"format": FORMAT, "version": self.version, "chunks": self.chunks, "counts": self.counts}
+        payload = self.payload()
         try:
             directory.mkdir(parents=True, exist_ok=True)
             fd, tmp = tempfile.mkstemp(prefix=".vocabulary-", suffix=".json", dir=directory)

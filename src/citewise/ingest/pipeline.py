@@ -278,7 +278,7 @@ class Ingestor:
         """The home is Citewise's own data: ingesting it would index the index (and re-own uploads). The one
         exception is the uploads flow: HOME/uploads/<owner>/… ingested as that owner."""
         home = self.settings.home.resolve()
-        uploads = home / "uploads"
+        uploads = self.settings.uploads_path.resolve()
         for given in paths:
             path = given.resolve()
             if path != home and home not in path.parents:

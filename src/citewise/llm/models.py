@@ -125,6 +125,11 @@ def create_chat_model(settings: Settings, spec: str) -> BaseChatModel:
 def _cache_for(settings: Settings, spec: str) -> Any:
     if not settings.generation.cache:
         return None
+    if settings.uses_postgres:
+        from citewise.llm.cache import PostgresLLMCache
+        from citewise.state.database import database
+
+        return PostgresLLMCache(database(settings), namespace=spec)
     from citewise.llm.cache import SQLiteLLMCache
 
     return SQLiteLLMCache(settings.llm_cache_path, namespace=spec)

@@ -44,7 +44,7 @@ from citewise.errors import CitewiseError
 from citewise.feedback.store import FeedbackStore, open_feedback_store
 from citewise.index.knowledge_base import KnowledgeBase
 from citewise.index.retriever import Retriever
-from citewise.server.auth import RateLimiter
+from citewise.server.auth import rate_limiters
 from citewise.server.deps import ServerState
 from citewise.server.gate import RequestGate
 from citewise.server.http_errors import error_body, map_error
@@ -75,13 +75,14 @@ def create_app(
     if it has no checkpointer, it gets the app's session store when the app starts. `kb` shares a knowledge base
     (and its loaded embedding model) with the agent the app builds; by default it is the agent's, or a new one."""
     kb = kb or getattr(citewise, "kb", None) or KnowledgeBase(settings)
+    limiter, auth_failures = rate_limiters(settings)
     state = ServerState(
         settings=settings,
         kb=kb,
         retriever=getattr(citewise, "retriever", None) or Retriever(kb),
         metrics=Metrics(),
-        limiter=RateLimiter(settings.server.rate_limit_per_minute),
-        auth_failures=RateLimiter(settings.server.auth_failures_per_minute),
+        limiter=limiter,
+        auth_failures=auth_failures,
         citewise=citewise,
     )
 

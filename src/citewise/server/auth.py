@@ -11,17 +11,26 @@ documents plus public ones. Without keys the server is a single-user local tool:
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import hmac
+import logging
 import math
 import threading
 import time
 from collections.abc import Collection, Mapping
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from fastapi import HTTPException, status
 
 from citewise.types import PUBLIC, Owner
+
+if TYPE_CHECKING:
+    from citewise.settings import Settings
+    from citewise.state.database import Database
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -67,7 +76,8 @@ class RateLimiter:
     """A token bucket per caller: `per_minute` requests in a burst, refilled continuously at per_minute/60 per second.
 
     A dozen lines of our own instead of the `limits` package: one process, in memory, and one policy, so a dependency
-    would add nothing but another thing to pin. (Several server processes each enforce the limit on their own.)
+    would add nothing but another thing to pin. Replicas sharing a PostgreSQL share their buckets instead
+    (`SharedRateLimiter`).
     """
 
     def __init__(self, per_minute: int, *, clock=time.monotonic) -> None:
@@ -98,6 +108,59 @@ class RateLimiter:
             self._buckets[caller] = (tokens, now)
             return (1.0 - tokens) / self.rate
 
+    async def aacquire(self, caller: str) -> float:
+        return self.acquire(caller)
+
+
+class SharedRateLimiter:
+    """The same token buckets in PostgreSQL (`rate_buckets`), so a caller's limit holds across every replica: a
+    client spreading requests over three replicas gets `per_minute`, not three times it. One statement per request,
+    run off the event loop. If the database can't be reached the request is let through (and logged): an outage
+    of the limiter must not turn into an outage of the API.
+    """
+
+    def __init__(self, per_minute: int, db: Database, *, prefix: str) -> None:
+        self.capacity = float(per_minute)
+        self.rate = per_minute / 60.0
+        self._db = db
+        self._prefix = prefix  # one table, several limiters (per key, failed authentications per address)
+        self._calls = 0
+
+    @property
+    def enabled(self) -> bool:
+        return self.capacity > 0
+
+    def acquire(self, caller: str) -> float:
+        if not self.enabled:
+            return 0.0
+        from citewise.state.tables import forget_idle_buckets, take_token
+
+        try:
+            self._calls += 1
+            if self._calls % 10_000 == 0:  # callers idle for a minute are back to a full bucket: forget them
+                forget_idle_buckets(self._db, 60.0)
+            return take_token(self._db, f"{self._prefix}:{caller}", self.capacity, self.rate)
+        except Exception as exc:
+            log.warning("Rate limit not checked (database unavailable): %s", exc)
+            return 0.0
+
+    async def aacquire(self, caller: str) -> float:
+        return await asyncio.to_thread(self.acquire, caller) if self.enabled else 0.0
+
 
 def retry_after_header(wait_s: float) -> str:
     return str(max(1, math.ceil(wait_s)))
+
+
+def rate_limiters(settings: Settings) -> tuple[RateLimiter | SharedRateLimiter, RateLimiter | SharedRateLimiter]:
+    """(requests per key, failed authentications per address): in memory, or shared through PostgreSQL."""
+    server = settings.server
+    if settings.uses_postgres:
+        from citewise.state.database import database
+
+        db = database(settings)
+        return (
+            SharedRateLimiter(server.rate_limit_per_minute, db, prefix="requests"),
+            SharedRateLimiter(server.auth_failures_per_minute, db, prefix="auth-failures"),
+        )
+    return RateLimiter(server.rate_limit_per_minute), RateLimiter(server.auth_failures_per_minute)

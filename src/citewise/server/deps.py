@@ -18,7 +18,7 @@ from fastapi import Depends, Request
 from citewise.feedback.store import AnswerRecord, FeedbackStore
 from citewise.index.knowledge_base import KnowledgeBase
 from citewise.index.retriever import Retriever
-from citewise.server.auth import Caller, RateLimiter
+from citewise.server.auth import Caller, RateLimiter, SharedRateLimiter
 from citewise.server.gate import caller_of
 from citewise.server.metrics import Metrics
 from citewise.server.writer import WriteQueue
@@ -39,8 +39,8 @@ class ServerState:
     kb: KnowledgeBase
     retriever: Retriever  # lookups the routes make themselves (opening a chunk), owner-scoped
     metrics: Metrics
-    limiter: RateLimiter
-    auth_failures: RateLimiter  # failed key checks, per client address
+    limiter: RateLimiter | SharedRateLimiter  # shared by every replica when state lives in PostgreSQL
+    auth_failures: RateLimiter | SharedRateLimiter  # failed key checks, per client address
     citewise: Citewise | None = None
     checkpointer: BaseCheckpointSaver | None = None
     model_ready: dict[str, Any] | None = None  # /ready's answerer check, done once (configuration is fixed)

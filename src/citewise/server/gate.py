@@ -64,7 +64,7 @@ class RequestGate:
             await _reply(scope, send, 405, "Method Not Allowed", {"allow": ", ".join(sorted(allowed))})
             return
         if route is not None and _needs_caller(route):
-            rejection = self._admit(scope)
+            rejection = await self._admit(scope)
             if rejection is not None:
                 await _reply(scope, send, *rejection)
                 return
@@ -95,7 +95,7 @@ class RequestGate:
                 allowed |= getattr(route, "methods", None) or set()
         return None, None, allowed
 
-    def _admit(self, scope: Scope) -> tuple[int, str, dict[str, str]] | None:
+    async def _admit(self, scope: Scope) -> tuple[int, str, dict[str, str]] | None:
         """Authenticate and rate-limit; None when the request may go on (the caller is then in the scope)."""
         state = self.state
         client = _client(scope)
@@ -103,13 +103,14 @@ class RequestGate:
             caller = resolve_caller(Headers(scope=scope), state.settings.api_keys, state.settings.admin_keys)
         except HTTPException as exc:
             # Failed checks are limited per address: guessing keys must be slow even when each guess is cheap.
-            wait = state.auth_failures.acquire(f"ip:{client}")
+            wait = await state.auth_failures.aacquire(f"ip:{client}")
             if wait > 0:
                 return _rate_limited("Too many failed authentications from this address.", wait)
             return exc.status_code, str(exc.detail), dict(exc.headers or {})
         # Per key and client address: one key may be shared by many clients (a widget's key is in every reader's
-        # page), and one reader must not use up the others' allowance. Without keys, per client address.
-        wait = state.limiter.acquire(f"{caller.key_id}@{client}" if caller.key_id else f"ip:{client}")
+        # page), and one reader must not use up the others' allowance. Without keys, per client address. With
+        # PostgreSQL the buckets are shared by every replica.
+        wait = await state.limiter.aacquire(f"{caller.key_id}@{client}" if caller.key_id else f"ip:{client}")
         if wait > 0:
             per_minute = state.settings.server.rate_limit_per_minute
             return _rate_limited(f"Rate limit of {per_minute} requests per minute exceeded.", wait)

@@ -98,7 +98,9 @@ class SourceScheduler:
             self.running = name
             metrics.sync_running.set(1)
             try:
-                return sync_source(self.state.kb, name, should_stop=lambda: should_stop() or self._stop.is_set())
+                return sync_source(
+                    self.state.kb, name, should_stop=lambda: should_stop() or self._stop.is_set(), only_if_due=True
+                )
             finally:
                 self.running = None
                 metrics.sync_running.set(0)
@@ -117,6 +119,9 @@ class SourceScheduler:
             report = await asyncio.wrap_future(future)
         except Exception as exc:  # the server is shutting down (queued writes are abandoned), or a bug
             log.warning("Source %s: sync did not run: %s", name, exc)
+            return
+        if not report.ran:  # another replica synced it while this one waited for the write lock
+            log.info("Source %s: %s", name, "; ".join(report.notes))
             return
         metrics.observe_sync(report)
         if report.ok:

@@ -7,6 +7,7 @@ to the event loop that opens them, and closed when the server stops.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -17,6 +18,8 @@ from citewise.errors import ConfigError, MissingExtraError
 from citewise.settings import Settings
 
 log = logging.getLogger(__name__)
+
+SESSIONS_SETUP_LOCK = 0x43495445_0003  # an advisory lock key (state/database.py holds the others)
 
 
 @asynccontextmanager
@@ -66,8 +69,23 @@ async def _postgres(url: str) -> AsyncIterator[BaseCheckpointSaver]:
         ) from exc
     try:
         saver = AsyncPostgresSaver(pool)
-        await saver.setup()
+        # LangGraph's own migrations are not safe to run twice at once: replicas starting together took the same
+        # migration number and all but one failed to start. An advisory lock makes them take turns — polled, not
+        # waited on: one of those migrations is a CREATE INDEX CONCURRENTLY, which waits for every open statement,
+        # a blocked pg_advisory_lock included, and the two replicas deadlocked.
+        async with pool.connection() as lock:
+            while not await _try_lock(lock, SESSIONS_SETUP_LOCK):
+                await asyncio.sleep(0.1)
+            try:
+                await saver.setup()
+            finally:
+                await lock.execute("SELECT pg_advisory_unlock(%s)", (SESSIONS_SETUP_LOCK,))
         log.info("Sessions stored in PostgreSQL")
         yield saver
     finally:
         await pool.close()
+
+
+async def _try_lock(conn, key: int) -> bool:
+    row = await (await conn.execute("SELECT pg_try_advisory_lock(%s) AS held", (key,))).fetchone()
+    return bool(row["held"])

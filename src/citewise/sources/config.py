@@ -14,7 +14,7 @@ from urllib.parse import urlsplit, urlunsplit
 
 from citewise.errors import ConfigError
 from citewise.settings import SOURCE_NAME_RE, Settings, SourceKind, SourceSpec
-from citewise.sources.state import SourceState
+from citewise.sources.state import open_source_state
 
 
 def redact_url(url: str) -> str:
@@ -61,7 +61,7 @@ def kind_of(spec: SourceSpec) -> SourceKind:
 
 def all_specs(settings: Settings) -> dict[str, SourceSpec]:
     """Every source: the home's, overridden by citewise.toml's."""
-    specs = SourceState(settings.index_dir).specs()
+    specs = open_source_state(settings).specs()
     specs.update(settings.sources)
     return dict(sorted(specs.items()))
 

@@ -1,6 +1,7 @@
 """What the home remembers about sources: each one's spec and last sync, and what each of its documents was.
 
-`CITEWISE_HOME/index/sources.sqlite3`, two tables:
+`CITEWISE_HOME/index/sources.sqlite3` (or, with `store = "postgres"`, the same two tables in the database, where
+every replica and ingest worker shares them: `PgSourceState`, migration 2), two tables:
 
     sources            name → spec (JSON), when it was added, its last run (start, end, ok, error, report JSON)
                        and its last good sync
@@ -26,7 +27,7 @@ from pathlib import Path
 from pydantic import BaseModel, Field
 
 from citewise.index.registry import now_iso
-from citewise.settings import SourceSpec
+from citewise.settings import Settings, SourceSpec
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS sources (
@@ -172,22 +173,11 @@ class SourceState:
     def documents(self, name: str) -> dict[str, SourceDocument]:
         with self._db() as db:
             rows = db.execute("SELECT * FROM source_documents WHERE source = ?", (name,)).fetchall()
-        out = {}
-        for row in rows:
-            values = dict(row)
-            values.pop("source")
-            values["links"] = json.loads(values["links"] or "[]")
-            values["redirects"] = json.loads(values["redirects"] or "[]")
-            out[values["key"]] = SourceDocument(**values)
-        return out
+        docs = [_document(dict(row)) for row in rows]
+        return {doc.key: doc for doc in docs}
 
     def replace_documents(self, name: str, documents: Iterable[SourceDocument]) -> None:
-        rows = []
-        for doc in documents:
-            values = asdict(doc)
-            values["links"] = json.dumps(values["links"])
-            values["redirects"] = json.dumps(values["redirects"])
-            rows.append({"source": name, **values})
+        rows = [_document_row(name, doc) for doc in documents]
         with self._db(write=True) as db:
             db.execute("DELETE FROM source_documents WHERE source = ?", (name,))
             if rows:
@@ -211,3 +201,122 @@ class SourceState:
                 ):
                     found[doc_id] = source
         return found
+
+
+def _document(values: dict) -> SourceDocument:
+    values.pop("source", None)
+    values["links"] = json.loads(values["links"] or "[]")
+    values["redirects"] = json.loads(values["redirects"] or "[]")
+    return SourceDocument(**values)
+
+
+def _document_row(name: str, doc: SourceDocument) -> dict:
+    values = asdict(doc)
+    values["links"] = json.dumps(values["links"])
+    values["redirects"] = json.dumps(values["redirects"])
+    return {"source": name, **values}
+
+
+class PgSourceState:
+    """`SourceState` in PostgreSQL (`store = "postgres"`): the same methods on the `sources` and `source_documents`
+    tables, so a source added or synced through one process is seen by all (the scheduler of every replica reads
+    the last run from here, and a sync holds the database's advisory write lock like any writer)."""
+
+    def __init__(self, db) -> None:
+        self._db = db
+
+    def save_spec(self, name: str, spec: SourceSpec) -> None:
+        with self._db.transaction() as conn:
+            conn.execute(
+                "INSERT INTO sources (name, spec, added_at) VALUES (%s, %s, %s) "
+                "ON CONFLICT (name) DO UPDATE SET spec = excluded.spec",
+                (name, spec.model_dump_json(exclude_defaults=True), now_iso()),
+            )
+
+    def specs(self) -> dict[str, SourceSpec]:
+        with self._db.transaction() as conn:
+            rows = conn.execute('SELECT name, spec FROM sources ORDER BY name COLLATE "C"').fetchall()
+        return {name: SourceSpec.model_validate_json(spec) for name, spec in rows}
+
+    def runs(self, specs: dict[str, SourceSpec]) -> list[SourceRun]:
+        with self._db.transaction() as conn:
+            cursor = conn.execute("SELECT * FROM sources")
+            names = [c.name for c in cursor.description]
+            rows = {row[0]: dict(zip(names, row, strict=True)) for row in cursor}
+            counts = dict(
+                conn.execute(
+                    "SELECT source, count(*) FROM source_documents WHERE doc_id != '' AND note = '' GROUP BY source"
+                ).fetchall()
+            )
+        runs = []
+        for name in sorted(specs):
+            row = rows.get(name)
+            run = SourceRun(name=name, spec=specs[name], documents=counts.get(name, 0))
+            if row is not None:
+                run.added_at = row["added_at"]
+                run.last_started, run.last_finished = row["last_started"], row["last_finished"]
+                run.last_ok, run.last_error, run.last_success = row["last_ok"], row["last_error"], row["last_success"]
+                run.report = json.loads(row["last_report"]) if row["last_report"] else {}
+            runs.append(run)
+        return runs
+
+    def started(self, name: str, spec: SourceSpec) -> None:
+        with self._db.transaction() as conn:
+            conn.execute(
+                "INSERT INTO sources (name, spec, added_at, last_started) VALUES (%s, %s, %s, %s) "
+                "ON CONFLICT (name) DO UPDATE SET spec = excluded.spec, last_started = excluded.last_started",
+                (name, spec.model_dump_json(exclude_defaults=True), now_iso(), now_iso()),
+            )
+
+    def finished(self, name: str, *, ok: bool, error: str | None, report: dict) -> None:
+        now = now_iso()
+        with self._db.transaction() as conn:
+            conn.execute(
+                "UPDATE sources SET last_finished = %s, last_ok = %s, last_error = %s, last_report = %s, "
+                "last_success = CASE WHEN %s THEN %s ELSE last_success END WHERE name = %s",
+                (now, ok, error, json.dumps(report), ok, now, name),
+            )
+
+    def forget(self, name: str) -> None:
+        with self._db.transaction() as conn:
+            conn.execute("DELETE FROM source_documents WHERE source = %s", (name,))
+            conn.execute("DELETE FROM sources WHERE name = %s", (name,))
+
+    def documents(self, name: str) -> dict[str, SourceDocument]:
+        with self._db.transaction() as conn:
+            cursor = conn.execute("SELECT * FROM source_documents WHERE source = %s", (name,))
+            names = [c.name for c in cursor.description]
+            docs = [_document(dict(zip(names, row, strict=True))) for row in cursor]
+        return {doc.key: doc for doc in docs}
+
+    def replace_documents(self, name: str, documents: Iterable[SourceDocument]) -> None:
+        rows = [_document_row(name, doc) for doc in documents]
+        with self._db.transaction() as conn:
+            conn.execute("DELETE FROM source_documents WHERE source = %s", (name,))
+            if rows:
+                columns = list(rows[0])
+                with conn.cursor() as cursor:
+                    cursor.executemany(
+                        f"INSERT INTO source_documents ({', '.join(columns)}) "
+                        f"VALUES ({', '.join('%s' for _ in columns)})",
+                        [[row[c] for c in columns] for row in rows],
+                    )
+
+    def claimed(self, doc_ids: Iterable[str], *, besides: str) -> dict[str, str]:
+        ids = list(doc_ids)
+        if not ids:
+            return {}
+        with self._db.transaction() as conn:
+            rows = conn.execute(
+                "SELECT doc_id, source FROM source_documents WHERE doc_id = ANY(%s) AND source != %s", (ids, besides)
+            ).fetchall()
+        return dict(rows)
+
+
+def open_source_state(settings: Settings) -> SourceState | PgSourceState:
+    """The sources' state where the rest of the state lives: the home's SQLite file, or the PostgreSQL database."""
+    if settings.uses_postgres:
+        from citewise.state.database import database
+
+        return PgSourceState(database(settings))
+    return SourceState(settings.index_dir)

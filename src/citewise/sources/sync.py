@@ -38,7 +38,7 @@ from citewise.settings import SourceKind, SourceSpec
 from citewise.sources.anchors import outline_anchors
 from citewise.sources.config import all_specs, config_path, kind_of, remove_from_config, spec_of
 from citewise.sources.git import GitRepository, document_source
-from citewise.sources.state import SourceDocument, SourceRun, SourceState
+from citewise.sources.state import SourceDocument, SourceRun, open_source_state
 from citewise.sources.web import WebCrawler, normalize_url
 from citewise.types import ParsedDocument, make_doc_id
 
@@ -73,6 +73,7 @@ class SyncReport(BaseModel):
     redirected: int = 0  # web: pages reached through a redirect (the chain is recorded)
     revision: str | None = None  # Git: the commit synced
     complete: bool = True  # web: discovery ran to its end (else nothing undiscovered was removed)
+    ran: bool = True  # False: a scheduled sync found the source synced meanwhile by another replica, and let it be
     failures: list[SyncFailure] = Field(default_factory=list)
     skipped: dict[str, str] = Field(default_factory=dict)  # web: URL → why it was not fetched or not indexed
     notes: list[str] = Field(default_factory=list)
@@ -86,13 +87,16 @@ def sync_source(
     should_stop: Callable[[], bool] | None = None,
     wait_s: float | None = None,
     on_wait: Callable[[str], None] | None = None,
+    only_if_due: bool = False,
 ) -> SyncReport:
     """Sync the source `name` (from citewise.toml or the home). Never raises for a failed sync: the report says.
 
     The whole sync holds the home's write lock (`KnowledgeBase.writing`: `wait_s` / `on_wait` as for any writer);
-    `should_stop` (the server's shutdown) stops the crawl and the ingest at their next checkpoint."""
+    `should_stop` (the server's shutdown) stops the crawl and the ingest at their next checkpoint. `only_if_due`
+    (the scheduler): once the lock is held, sync only if the source is still due, since replicas sharing one
+    PostgreSQL all find it due at the same moment and take turns on the lock; the first syncs, the others don't."""
     settings = kb.settings
-    state = SourceState(settings.index_dir)
+    state = open_source_state(settings)
     report = SyncReport(source=name, started_at=now_iso())
     started = time.monotonic()
     spec: SourceSpec | None = None
@@ -101,6 +105,10 @@ def sync_source(
         kind = kind_of(spec)
         report.kind = str(kind)
         with kb.writing(wait_s=wait_s, on_wait=on_wait, cancelled=should_stop):
+            if only_if_due and not _still_due(state, name, spec):
+                report.ran = False
+                report.notes.append("not due any more: another process synced it while this one waited")
+                return report
             state.started(name, spec)
             ingestor = Ingestor(kb, owner=spec.owner, progress=progress, should_stop=should_stop)
             if kind == SourceKind.WEB:
@@ -129,7 +137,7 @@ def remove_source(
     """Remove a source: its documents leave the index, its state the home, its table citewise.toml. Returns how many
     documents were removed."""
     settings = kb.settings
-    state = SourceState(settings.index_dir)
+    state = open_source_state(settings)
     spec_of(settings, name)  # says plainly when there is no such source
     with kb.writing(wait_s=wait_s, on_wait=on_wait):
         doc_ids = sorted({d.doc_id for d in state.documents(name).values() if d.doc_id})
@@ -141,7 +149,13 @@ def remove_source(
 
 
 def runs(settings) -> list[SourceRun]:
-    return SourceState(settings.index_dir).runs(all_specs(settings))
+    return open_source_state(settings).runs(all_specs(settings))
+
+
+def _still_due(state, name: str, spec: SourceSpec) -> bool:
+    [run] = state.runs({name: spec})
+    upcoming = next_run(run)
+    return upcoming is not None and upcoming <= datetime.now(UTC)
 
 
 def next_run(run: SourceRun, *, now: datetime | None = None) -> datetime | None:

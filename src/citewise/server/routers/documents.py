@@ -1,5 +1,6 @@
-"""Documents over HTTP: upload (stored under CITEWISE_HOME/uploads/<owner>/ and ingested as that owner), list,
-delete, and open one chunk. Every operation is scoped to the caller: their own documents plus public ones.
+"""Documents over HTTP: upload (stored under the uploads folder, CITEWISE_HOME/uploads/<owner>/ by default, and
+ingested as that owner), list, delete, and open one chunk. Every operation is scoped to the caller: their own
+documents plus public ones.
 
 Uploads and deletes run through the server's write queue (writer.py): in order, bounded, each request answered
 within `server.write_wait_s` (202 when its write is still queued or running, 503 + Retry-After when the queue is
@@ -137,7 +138,7 @@ def _store_name(name: str) -> str:
 
 
 def _upload_dir(settings: Settings, owner: str) -> Path:
-    root = (settings.home / "uploads").resolve()
+    root = settings.uploads_path.resolve()
     target = (root / owner).resolve()
     if target.parent != root:  # owners come from configuration, but '..' matches the owner pattern too
         raise HTTPException(status.HTTP_400_BAD_REQUEST, detail="This owner id cannot store uploads.")
@@ -255,7 +256,7 @@ def _ingest(state: ServerState, owner: str, paths: list[Path], should_stop=None)
 def resume_uploads(state: ServerState) -> None:
     """Queue the uploads a previous run stored but did not finish (shut down first, or killed): files under
     uploads/<owner>/ with no registry row, or a PENDING one. Runs at start-up; the writes happen in the queue."""
-    root = state.settings.home / "uploads"
+    root = state.settings.uploads_path
     if not root.is_dir():
         return
     known = {r.doc_id: r for r in state.kb.registry.list()}
@@ -327,7 +328,7 @@ def _remove_upload(settings: Settings, record: DocumentRecord) -> None:
     """Delete the stored upload too, so re-ingesting the uploads folder cannot bring the document back."""
     if not record.path:
         return
-    uploads = (settings.home / "uploads").resolve()
+    uploads = settings.uploads_path.resolve()
     path = Path(record.path)
     if uploads in path.parents:
         path.unlink(missing_ok=True)
