@@ -300,7 +300,7 @@ def test_feedback_is_kept_in_the_database_for_every_replica(pg_settings):
     """An answer recorded through one process is rated through another; owners stay apart; nothing on disk."""
     from citewise.feedback.store import AnswerRecord, Rating, open_feedback_store
 
-    answer = Answer(question="Which port?", answer="Port 7433 [1].", status="answered", exit_reason="COMPLETED")
+    answer = Answer(question="Which port?", answer="Port 7433 [1].", status="success", exit_reason="COMPLETED")
     first, second = open_feedback_store(pg_settings), open_feedback_store(pg_settings)
     record = AnswerRecord.of(answer, owner="alice", docs_version=3, session_id="s1", surface="stream")
     first.record_answer(record)
