@@ -1,7 +1,9 @@
 """Ratings of answers and what they tell the docs team.
 
     store.py      the records (AnswerRecord, Rating, RatedAnswer) and the FeedbackStore protocol every backend meets
-    sqlite.py     SqliteFeedbackStore: CITEWISE_HOME/feedback.sqlite3 (the embedded default)
+    sql.py        the queries, once for both engines (a placeholder and table names are all that differ)
+    sqlite.py     SqliteFeedbackStore: CITEWISE_HOME/feedback.sqlite3 (the embedded default), its schema
+    postgres.py   PostgresFeedbackStore: the database's tables when `store = "postgres"` (migration 3)
     analytics.py  the report behind `citewise gaps` and GET /api/analytics: unanswered questions, answers marked
                   bad, refusals by reason, answer rate over time — per owner
 
