@@ -25,7 +25,7 @@ from lancedb.index import FTS, Bitmap, BTree, IvfHnswSq
 from tenacity import retry, retry_if_exception, stop_after_attempt, wait_exponential_jitter
 
 from citewise.errors import RetrievalError
-from citewise.index.store import Hit, in_list, search_text
+from citewise.index.store import Hit, chunk_counts, in_list, search_text
 from citewise.types import Chunk
 
 TABLE = "chunks"
@@ -143,15 +143,8 @@ class LanceStore:
         return pa.Table.from_arrays(columns, schema=_schema(dim))
 
     def replace_documents(self, doc_ids: Sequence[str], chunks: Sequence[Chunk], vectors: np.ndarray) -> None:
-        if not doc_ids:
-            return
-        stray = {c.doc_id for c in chunks} - set(doc_ids)
-        if stray:
-            raise ValueError(f"chunks of documents not being replaced: {sorted(stray)}")
-        counts = dict.fromkeys(doc_ids, 0)
-        for chunk in chunks:
-            counts[chunk.doc_id] += 1
-        self.write_chunks(chunks, vectors, finished=counts)
+        if doc_ids:
+            self.write_chunks(chunks, vectors, finished=chunk_counts(doc_ids, chunks))
 
     @_retry_conflicts
     def write_chunks(self, chunks: Sequence[Chunk], vectors: np.ndarray, *, finished: Mapping[str, int]) -> None:

@@ -27,7 +27,7 @@ from typing import Any
 import numpy as np
 
 from citewise.errors import IndexMismatchError, RetrievalError
-from citewise.index.store import Hit, search_text
+from citewise.index.store import Hit, chunk_counts, search_text
 from citewise.settings import PostgresSettings
 from citewise.state.database import Database
 from citewise.types import Chunk
@@ -94,15 +94,8 @@ class PostgresStore:
 
     # -- writes ------------------------------------------------------------------------------------------------
     def replace_documents(self, doc_ids: Sequence[str], chunks: Sequence[Chunk], vectors: np.ndarray) -> None:
-        if not doc_ids:
-            return
-        stray = {c.doc_id for c in chunks} - set(doc_ids)
-        if stray:
-            raise ValueError(f"chunks of documents not being replaced: {sorted(stray)}")
-        counts = dict.fromkeys(doc_ids, 0)
-        for chunk in chunks:
-            counts[chunk.doc_id] += 1
-        self.write_chunks(chunks, vectors, finished=counts)
+        if doc_ids:
+            self.write_chunks(chunks, vectors, finished=chunk_counts(doc_ids, chunks))
 
     def write_chunks(self, chunks: Sequence[Chunk], vectors: np.ndarray, *, finished: Mapping[str, int]) -> None:
         """One transaction: upsert `chunks` by chunk_id and, for each document in `finished` (doc_id → its chunk

@@ -100,6 +100,18 @@ def in_list(column: str, values: Sequence[object]) -> str:
     return f"{column} IN ({', '.join(sql_literal(v) for v in values)})"
 
 
+def chunk_counts(doc_ids: Sequence[str], chunks: Sequence[Chunk]) -> dict[str, int]:
+    """doc_id → how many of `chunks` it has, for a `replace_documents` of `doc_ids` (a document with none is
+    emptied); a chunk of a document not being replaced is a caller's bug."""
+    stray = {c.doc_id for c in chunks} - set(doc_ids)
+    if stray:
+        raise ValueError(f"chunks of documents not being replaced: {sorted(stray)}")
+    counts = dict.fromkeys(doc_ids, 0)
+    for chunk in chunks:
+        counts[chunk.doc_id] += 1
+    return counts
+
+
 def build_where(owner: Owner | str | None, filters: Mapping[str, object] | None = None) -> str:
     """The prefilter applied inside every query and lookup: the caller's owner scope plus exact-match metadata
     filters. Who sees what is `Owner.visible` (types.py); this is where it becomes part of a query."""
