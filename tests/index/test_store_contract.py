@@ -230,11 +230,18 @@ def test_a_selective_filter_still_fills_the_candidate_list(store):
 
 def test_filter_values_are_escaped_inside_the_engine(store):
     tricky = chunk("quote", 0, "An odd file name.", filename="it's; DROP TABLE chunks.md")
-    put(store, [*BASE, tricky])
+    # A percent sign (a URL-encoded source_url, "100% uptime.md") is no placeholder in a query with parameters.
+    percent = chunk("percent", 0, "Uptime figures for the odd file.", filename="100% uptime %s %(q)s.md")
+    put(store, [*BASE, tricky, percent])
     where = build_where(None, {"filename": "it's; DROP TABLE chunks.md"})
     assert [c.chunk_id for c in store.chunks(where)] == ["quote-0"]
     assert [h.chunk_id for h in store.dense(unit("quote-0"), 5, where)] == ["quote-0"]
-    assert store.count() == 5
+    where = build_where(None, {"filename": "100% uptime %s %(q)s.md"})
+    assert [c.chunk_id for c in store.chunks(where)] == ["percent-0"]
+    assert [h.chunk_id for h in store.dense(unit("percent-0"), 5, where)] == ["percent-0"]
+    assert [h.chunk_id for h in store.lexical("uptime figures", 5, where)] == ["percent-0"]
+    assert list(store.fetch(["percent-0", "quote-0"], where)) == ["percent-0"]
+    assert store.count() == 6
 
 
 def test_versions_move_with_writes_only(store):

@@ -55,6 +55,12 @@ _INSERT = (
 K1, B = 1.2, 0.75
 
 
+def _literal(where: str) -> str:
+    """A filter (store.build_where: SQL with its values quoted in) for a query that also takes parameters: a `%` in a
+    value ("100% uptime.md", a URL-encoded source_url) is text there, not the start of a placeholder."""
+    return where.replace("%", "%%")
+
+
 class PostgresStore:
     def __init__(self, db: Database, settings: PostgresSettings | None = None) -> None:
         self._db = db
@@ -187,7 +193,7 @@ class PostgresStore:
         ef_search = min(1000, max(self._settings.hnsw_ef_search, 2 * limit))
         sql = (
             "SELECT chunk_id, embedding <=> %(q)b FROM chunks"
-            + (f" WHERE {where}" if where else "")
+            + (f" WHERE {_literal(where)}" if where else "")
             + " ORDER BY embedding <=> %(q)b LIMIT %(limit)s"
         )
         try:
@@ -240,7 +246,7 @@ class PostgresStore:
                             AS u(lexeme, positions, weights)
                         CROSS JOIN LATERAL (SELECT coalesce(array_length(u.positions, 1), 1)::float8 AS tf) AS t
                         JOIN q ON q.lexeme = u.lexeme
-                        WHERE c.tsv @@ %(tsquery)s::tsquery{f" AND ({where})" if where else ""}
+                        WHERE c.tsv @@ %(tsquery)s::tsquery{f" AND ({_literal(where)})" if where else ""}
                         GROUP BY c.chunk_id
                         ORDER BY score DESC, c.chunk_id
                         LIMIT %(limit)s
@@ -265,7 +271,7 @@ class PostgresStore:
         of the query, so another owner's row is never read."""
         if not chunk_ids:
             return {}
-        condition = "chunk_id = ANY(%s)" + (f" AND ({where})" if where else "")
+        condition = "chunk_id = ANY(%s)" + (f" AND ({_literal(where)})" if where else "")
         with self._db.transaction() as conn:
             cursor = conn.execute(
                 f"SELECT {', '.join(_CHUNK_COLUMNS)} FROM chunks WHERE {condition}", (list(chunk_ids),)
