@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import pytest
 from tests.server.conftest import auth
 
 from citewise.server.auth import RateLimiter
@@ -66,6 +67,40 @@ def test_token_bucket_refills_at_the_configured_rate():
     now[0] = 10.0
     assert limiter.acquire("k") == 0.0
     assert RateLimiter(0).acquire("k") == 0.0  # 0 = unlimited
+
+
+def test_peeking_at_a_bucket_takes_nothing():
+    """The gate peeks at an address's failed-auth bucket on every keyed request: only failures may empty it."""
+    now = [0.0]
+    limiter = RateLimiter(6, clock=lambda: now[0])
+    assert limiter.peek("ip") == 0.0  # an address never seen has a full bucket
+    assert all(limiter.acquire("ip") == 0.0 for _ in range(5))
+    assert [limiter.peek("ip") for _ in range(10)] == [0.0] * 10
+    assert limiter.acquire("ip") == 0.0
+    assert limiter.peek("ip") == 10.0 and limiter.peek("ip") == 10.0
+    now[0] = 4.0
+    assert limiter.peek("ip") == pytest.approx(6.0)
+    now[0] = 10.0
+    assert limiter.peek("ip") == 0.0
+    assert RateLimiter(0).peek("ip") == 0.0
+
+
+def test_peeking_at_a_shared_bucket_takes_nothing(pg_settings):
+    from citewise.server.auth import SharedRateLimiter
+    from citewise.state.database import Database
+
+    url = pg_settings.database_url.get_secret_value()
+    Database(url).check_schema()
+    one = SharedRateLimiter(3, Database(url), prefix="auth-failures")
+    two = SharedRateLimiter(3, Database(url), prefix="auth-failures")  # another replica
+    assert one.peek("ip:203.0.113.7") == 0.0
+    assert [one.acquire("ip:203.0.113.7") for _ in range(2)] == [0.0, 0.0]
+    assert [two.peek("ip:203.0.113.7") for _ in range(5)] == [0.0] * 5
+    assert two.acquire("ip:203.0.113.7") == 0.0
+    waits = [one.peek("ip:203.0.113.7"), two.peek("ip:203.0.113.7")]
+    assert all(19.0 < wait <= 20.0 for wait in waits), waits  # 3 a minute: the next token in about 20 s
+    assert two.peek("ip:198.51.100.1") == 0.0
+    assert SharedRateLimiter(0, Database(url), prefix="auth-failures").peek("ip:203.0.113.7") == 0.0
 
 
 def test_health_and_ready(server_settings, make_client, ingest_corpus):

@@ -17,6 +17,7 @@ from pydantic import ValidationError
 from tests.server.conftest import KEYS, auth
 
 from citewise.server import create_app
+from citewise.server.auth import RateLimiter
 from citewise.settings import Settings
 
 MB = 1024 * 1024
@@ -107,12 +108,24 @@ def test_failed_authentication_is_rate_limited_per_address(keyed_settings, make_
         update={"server": keyed_settings.server.model_copy(update={"auth_failures_per_minute": 3})}
     )
     client = make_client(settings)
+    now = [0.0]
+    client.app.state.citewise.auth_failures = RateLimiter(3, clock=lambda: now[0])  # a token every 20 s
     codes = [client.get("/api/documents", headers=auth(f"guess-{i}")).status_code for i in range(5)]
     assert codes == [401, 401, 401, 429, 429]
     limited = client.get("/api/documents", headers=auth("guess-9"))
     assert int(limited.headers["Retry-After"]) >= 1
-    # A caller with a valid key is not held back by someone else's guesses... on another bucket: its own key.
-    assert client.get("/api/documents", headers=auth("key-alice")).status_code == 200
+    # Once the address's failures are used up, the right key is refused like the wrong ones: a 200 among the 429s
+    # would tell a guesser which of its guesses was the key.
+    right = client.get("/api/documents", headers=auth("key-alice"))
+    assert right.status_code == 429 and int(right.headers["Retry-After"]) >= 1
+    assert right.json() == limited.json()
+    assert client.post("/api/agent/run", headers=auth("key-bob"), json={"question": "x"}).status_code == 429
+    # Looking at the bucket takes nothing from it: when it refills, the right key gets in, and keeps getting in.
+    now[0] = 20.0
+    assert [client.get("/api/documents", headers=auth("key-alice")).status_code for _ in range(3)] == [200] * 3
+    assert client.get("/api/documents", headers=auth("guess-10")).status_code == 401
+    assert client.get("/api/documents", headers=auth("key-alice")).status_code == 429
+    assert client.get("/health").status_code == 200  # probes are never limited
 
 
 @pytest.mark.parametrize("trusted", [False, True])

@@ -111,6 +111,28 @@ class RateLimiter:
     async def aacquire(self, caller: str) -> float:
         return self.acquire(caller)
 
+    def peek(self, caller: str) -> float:
+        """Like `acquire` without taking a token: 0.0 while the caller's bucket holds one, else the seconds until
+        it does."""
+        if not self.enabled:
+            return 0.0
+        with self._lock:
+            if caller not in self._buckets:
+                return 0.0
+            tokens, last = self._buckets[caller]
+            tokens = min(self.capacity, tokens + (self._clock() - last) * self.rate)
+            return 0.0 if tokens >= 1.0 else (1.0 - tokens) / self.rate
+
+    async def apeek(self, caller: str) -> float:
+        return self.peek(caller)
+
+
+# A bucket's tokens now, as `state.tables.take_token` refills them, read without changing or locking the row.
+_PEEK = """
+SELECT least(%(capacity)s, tokens + (extract(epoch FROM clock_timestamp()) - refilled_at) * %(rate)s)
+FROM rate_buckets WHERE bucket = %(bucket)s
+"""
+
 
 class SharedRateLimiter:
     """The same token buckets in PostgreSQL (`rate_buckets`), so a caller's limit holds across every replica: a
@@ -146,6 +168,22 @@ class SharedRateLimiter:
 
     async def aacquire(self, caller: str) -> float:
         return await asyncio.to_thread(self.acquire, caller) if self.enabled else 0.0
+
+    def peek(self, caller: str) -> float:
+        if not self.enabled:
+            return 0.0
+        try:
+            with self._db.transaction() as conn:
+                params = {"bucket": f"{self._prefix}:{caller}", "capacity": self.capacity, "rate": self.rate}
+                row = conn.execute(_PEEK, params).fetchone()
+        except Exception as exc:
+            log.warning("Rate limit not checked (database unavailable): %s", exc)
+            return 0.0
+        tokens = self.capacity if row is None else row[0]
+        return 0.0 if tokens >= 1.0 else (1.0 - tokens) / self.rate
+
+    async def apeek(self, caller: str) -> float:
+        return await asyncio.to_thread(self.peek, caller) if self.enabled else 0.0
 
 
 def retry_after_header(wait_s: float) -> str:

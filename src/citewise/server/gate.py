@@ -7,8 +7,9 @@ in order, with nothing read but the headers:
 1. routing: a path that only the API serves, with a method it does not take → 405 with the right `Allow`
    (the web page mounted at `/` would otherwise answer for it, with its own `Allow: GET, HEAD`);
 2. authentication, for the routes that act as a caller (those depending on `get_caller`, and every plain ASGI route
-   handed to the gate, such as the MCP endpoint): no or a wrong key → 401, and more than
-   `server.auth_failures_per_minute` failures from one client address → 429;
+   handed to the gate, such as the MCP endpoint): no or a wrong key → 401; once a client address has used up
+   `server.auth_failures_per_minute` failures, every request from it → 429, whatever key it carries, until its
+   allowance refills (a right key must not stand out from the wrong ones, or a guesser would learn it);
 3. the caller's rate limit, per key and client address → 429 with Retry-After;
 4. the body: over the route's limit by its Content-Length → 413 at once; a streamed (chunked) body is counted as it
    arrives and cut off at the limit with 413; a body not complete within `server.body_timeout_s` → 408.
@@ -45,6 +46,7 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 CALLER_SCOPE_KEY = "citewise.caller"
+_TOO_MANY_FAILURES = "Too many failed authentications from this address."
 
 
 class RequestGate:
@@ -99,13 +101,20 @@ class RequestGate:
         """Authenticate and rate-limit; None when the request may go on (the caller is then in the scope)."""
         state = self.state
         client = _client(scope)
+        failures = f"ip:{client}"
+        if state.settings.api_keys:
+            # Failed checks are limited per address, and an address that has used up its failures is refused before
+            # its key is looked at: were a right key still let through, each 429 would tell a guesser "wrong key",
+            # and the one 200 which guess was right. Only looked at, not counted: the key may be right.
+            wait = await state.auth_failures.apeek(failures)
+            if wait > 0:
+                return _rate_limited(_TOO_MANY_FAILURES, wait)
         try:
             caller = resolve_caller(Headers(scope=scope), state.settings.api_keys, state.settings.admin_keys)
         except HTTPException as exc:
-            # Failed checks are limited per address: guessing keys must be slow even when each guess is cheap.
-            wait = await state.auth_failures.aacquire(f"ip:{client}")
+            wait = await state.auth_failures.aacquire(failures)
             if wait > 0:
-                return _rate_limited("Too many failed authentications from this address.", wait)
+                return _rate_limited(_TOO_MANY_FAILURES, wait)
             return exc.status_code, str(exc.detail), dict(exc.headers or {})
         # Per key and client address: one key may be shared by many clients (a widget's key is in every reader's
         # page), and one reader must not use up the others' allowance. Without keys, per client address. With
