@@ -17,9 +17,11 @@ import httpx
 import httpx2
 from mcp import Client, MCPError, StdioServerParameters
 from mcp.client.streamable_http import streamable_http_client
-from tests.agent.agent_support import WORKER_QUESTION
+from tests.agent.agent_support import ALICE, WORKER_QUESTION
 from tests.server.conftest import KEYS, VAULT_QUESTION, VAULT_SECRET, auth
 
+from citewise.index.knowledge_base import KnowledgeBase
+from citewise.settings import Settings
 from citewise.types import REFUSAL_TEXT
 
 UNANSWERABLE = "What is the recommended recipe for sourdough bread with rye flour?"
@@ -77,7 +79,8 @@ def check(found: dict) -> None:
     assert found["missing"].is_error and "No passage" in found["missing"].content[0].text
 
 
-def test_stdio_transport(served_home: Path):
+def stdio(home: Path, *options: str) -> StdioServerParameters:
+    """`citewise mcp --home HOME [options]` as a real subprocess."""
     env = {
         **os.environ,
         "PYTHONPATH": os.pathsep.join([str(Path(__file__).parents[2] / "src"), os.environ.get("PYTHONPATH", "")]),
@@ -85,15 +88,37 @@ def test_stdio_transport(served_home: Path):
         "TRANSFORMERS_OFFLINE": "1",
         "CITEWISE_SERVER__LOG_QUESTIONS": "false",
     }
-    params = StdioServerParameters(
-        command=sys.executable, args=["-m", "citewise.cli", "mcp", "--home", str(served_home)], env=env
+    return StdioServerParameters(
+        command=sys.executable, args=["-m", "citewise.cli", "mcp", "--home", str(home), *options], env=env
     )
 
+
+def test_stdio_transport(served_home: Path):
     async def main() -> dict:
-        async with Client(params) as client:
+        async with Client(stdio(served_home)) as client:
             return await exercise(client)
 
     check(anyio.run(main))
+
+
+def test_stdio_owner_reads_its_own_and_public_documents_only(served_home: Path):
+    """`citewise mcp --owner bob`: Alice's document is neither listed nor readable by its URI (the retriever's
+    lookup puts the owner rule in the store's query), while a public one reads in full."""
+    (alice_doc,) = KnowledgeBase(Settings(home=served_home)).registry.list(owner=ALICE)
+
+    async def main() -> tuple[list[dict], str, str]:
+        async with Client(stdio(served_home, "--owner", "bob")) as client:
+            listed = json.loads((await client.read_resource("citewise://documents")).contents[0].text)
+            public = (await client.read_resource(listed[0]["uri"])).contents[0].text
+            try:
+                await client.read_resource(f"citewise://documents/{alice_doc.doc_id}")
+            except MCPError as exc:
+                return listed, public, str(exc)
+        return listed, public, "read it"
+
+    listed, public, refused = anyio.run(main)
+    assert alice_doc.doc_id not in {d["doc_id"] for d in listed}
+    assert len(public) > 100 and "No document" in refused
 
 
 def test_http_transport_is_the_apis_keys_and_owners(agent_app, live_server):

@@ -185,6 +185,15 @@ class Retriever:
             return None  # nothing was ever ingested
         return self.kb.store.fetch([chunk_id], where).get(chunk_id)
 
+    def document(self, doc_id: str, owner: Owner | str | None = None) -> list[Chunk]:
+        """Every chunk of one document, in order, if `owner` may see it; [] for another owner's document and for one
+        that does not exist alike. As in `open`, the owner rule is part of the store's query (`build_where`)."""
+        where = build_where(Owner.of(owner), {"doc_id": doc_id})
+        self.kb.version  # noqa: B018 - picks up an index another process created or changed since the last lookup
+        if self.kb.manifest is None:
+            return []
+        return sorted(self.kb.store.chunks(where), key=lambda c: c.chunk_index)
+
     def search_in(
         self, store: VectorStore, query: str, top_k: int | None = None, *, mode: RetrievalMode | str | None = None
     ) -> SearchResult:

@@ -32,7 +32,6 @@ from starlette.types import Receive, Scope, Send
 
 from citewise import __version__
 from citewise.errors import CitewiseError, ValidationError
-from citewise.index.store import build_where
 from citewise.server.answer_text import answer_with_sources
 from citewise.server.gate import caller_of
 from citewise.types import Chunk, Owner
@@ -198,7 +197,10 @@ def build_mcp(agent: AgentProvider, owner_of: OwnerOf) -> MCPServer:
     async def document(doc_id: str) -> str:
         owner = owner_of()
         cw = await agent()
-        chunks = await asyncio.to_thread(_document_chunks, cw, doc_id, owner)
+        try:
+            chunks = await asyncio.to_thread(cw.retriever.document, doc_id, owner)
+        except CitewiseError as exc:
+            raise ResourceError(str(exc)) from None
         if not chunks:
             raise ResourceError(f"No document with id {doc_id!r}.")
         return _document_text(chunks)
@@ -213,17 +215,6 @@ def _passage(chunk: Chunk, *, score: float | None = None) -> Passage:
 async def _visible_chunk(cw: Citewise, chunk_id: str, owner: Owner) -> Chunk | None:
     """The chunk, if `owner` may see it: the retriever's lookup applies the owner rule inside the query."""
     return await asyncio.to_thread(cw.retriever.open, chunk_id, owner=owner)
-
-
-def _document_chunks(cw: Citewise, doc_id: str, owner: Owner) -> list[Chunk]:
-    try:
-        where = build_where(owner, {"doc_id": doc_id})  # the owner scope is part of the query itself
-    except CitewiseError:
-        return []
-    cw.kb.version  # noqa: B018
-    if cw.kb.manifest is None:
-        return []
-    return sorted(cw.kb.store.chunks(where), key=lambda c: c.chunk_index)
 
 
 def _document_text(chunks: list[Chunk]) -> str:
