@@ -2,8 +2,9 @@
 
 What is copied: the manifest (embedding model and dimension), every registry row, every chunk with its stored
 vector (nothing is embedded again, so the copy ranks exactly like the home did), the question log, the LLM
-reply cache and the sources' state (their specs, last runs and what each sync brought in, so the next sync skips
-what is unchanged). What is not: conversation sessions (LangGraph checkpoints, short-lived by nature) and uploaded
+reply cache, the sources' state (their specs, last runs and what each sync brought in, so the next sync skips
+what is unchanged) and the feedback (answers kept for rating and readers' ratings of them, so the analytics keep
+their history). What is not: conversation sessions (LangGraph checkpoints, short-lived by nature) and uploaded
 files, which stay where they are — point `uploads_dir` at the home's uploads/ folder (or copy it to the shared
 folder at the same path) so the registry's paths still name them.
 
@@ -34,6 +35,8 @@ class MigrationReport:
     questions: int = 0
     llm_cache: int = 0
     sources: int = 0
+    feedback_answers: int = 0
+    feedback_ratings: int = 0
     embeddings: str = ""
     dimension: int = 0
     not_copied: list[str] = field(default_factory=list)
@@ -84,9 +87,9 @@ def migrate_home(source: Settings, target: Settings, *, progress: Progress | Non
         report.questions = len(questions)
         report.llm_cache = _copy_llm_cache(source, db)
         report.sources = _copy_sources(source, db)
+        report.feedback_answers, report.feedback_ratings = _copy_feedback(source, db)
     report.not_copied = [
         "conversation sessions (sessions.sqlite3)",
-        "answers kept for rating and their ratings (feedback.sqlite3): the database keeps new ones from now on",
         f"uploaded files: they stay in {source.uploads_path}; set uploads_dir to that folder (or to a shared copy "
         "at the same path) on every replica",
     ]
@@ -132,3 +135,32 @@ def _copy_sources(source: Settings, db) -> int:
                     [[row[c] for c in columns] for row in rows],
                 )
     return len(sources)
+
+
+# The embedded feedback file's tables and the database's (feedback/sqlite.py, migration 3): the same columns, the
+# database's names prefixed; citations are JSON text in SQLite and jsonb here. Copied as rows, not through the
+# feedback stores: `feedback` sits above `migrate`'s layers, and a row copy keeps ids and times as they were.
+_FEEDBACK_TABLES = (("answers", "feedback_answers"), ("ratings", "feedback_ratings"))
+
+
+def _copy_feedback(source: Settings, db) -> tuple[int, int]:
+    """The home's feedback.sqlite3: every answer kept for rating, then every rating (they reference the answers)."""
+    path = source.feedback_path
+    if not path.is_file():
+        return 0, 0
+    with closing(sqlite3.connect(path)) as lite:
+        lite.row_factory = sqlite3.Row
+        try:
+            tables = [[dict(r) for r in lite.execute(f"SELECT * FROM {table}")] for table, _ in _FEEDBACK_TABLES]
+        except sqlite3.DatabaseError:
+            return 0, 0
+    with db.transaction() as conn, conn.cursor() as cursor:
+        for rows, (_, target) in zip(tables, _FEEDBACK_TABLES, strict=True):
+            if rows:
+                columns = list(rows[0])
+                marks = ", ".join("%s::jsonb" if c == "citations" else "%s" for c in columns)
+                cursor.executemany(
+                    f"INSERT INTO {target} ({', '.join(columns)}) VALUES ({marks}) ON CONFLICT (answer_id) DO NOTHING",
+                    [[row[c] for c in columns] for row in rows],
+                )
+    return len(tables[0]), len(tables[1])

@@ -378,11 +378,22 @@ def test_migrate_copies_an_embedded_home_with_its_vectors(settings, make_kb, cor
     assert synced.ok and synced.documents >= 3
     refused = Answer(question="Where is the moon?", answer="", status="refused", exit_reason="COMPLETED")
     log_question(settings, refused, [])
+    from citewise.feedback.store import AnswerRecord, Rating, open_feedback_store
+
+    kept = open_feedback_store(settings)
+    answered = Answer(question="Which port?", answer="Port 7433 [1].", status="success", exit_reason="COMPLETED")
+    rated = AnswerRecord.of(answered, owner="alice", docs_version=3, session_id="s1", surface="stream")
+    rated.citations = [{"n": 1, "chunk_id": "c-1", "filename": "ports.md", "source_url": "https://x.test/p#a"}]
+    kept.record_answer(rated)
+    kept.record_answer(AnswerRecord.of(refused, owner="public", docs_version=3, session_id=None, surface="run"))
+    assert kept.rate(rated.answer_id, "alice", Rating("down"), "The TLS port is missing") is not None
     result = runner.invoke(app, ["migrate", "--from", str(settings.home), "--to", pg_url, "--json"])
     assert result.exit_code == 0, result.output
     report = json.loads(result.stdout.strip().splitlines()[-1])
     assert report["chunks"] == embedded.store.count() and report["documents"] == len(embedded.registry.list())
     assert report["questions"] == 1 and report["sources"] == 1
+    assert (report["feedback_answers"], report["feedback_ratings"]) == (2, 1)
+    assert not any("feedback" in item for item in report["not_copied"])
 
     target = Settings(home=tmp_path / "replica", store="postgres", database_url=SecretStr(pg_url))
     copied = make_kb(target)
@@ -397,6 +408,10 @@ def test_migrate_copies_an_embedded_home_with_its_vectors(settings, make_kb, cor
     expected = [c.chunk_id for c in Retriever(embedded).search(question, mode="dense").chunks]
     assert [c.chunk_id for c in Retriever(copied).search(question, mode="dense").chunks] == expected
     assert gap_report(target)["questions"] == 1
+    copied_feedback = open_feedback_store(target)  # answers, citations and ratings as the home kept them
+    assert copied_feedback.rated("alice") == kept.rated("alice") and copied_feedback.rated("alice")[0].citations
+    assert copied_feedback.rating_counts(None) == kept.rating_counts(None) == {"up": 0, "down": 1}
+    assert copied_feedback.forget_unrated("9999") == 1  # the unrated answer came along too
     [source] = source_runs(target)  # the sources' state came along: the next sync re-embeds nothing
     assert source.name == "handbook" and source.last_ok is True and source.documents == synced.documents
     resynced = sync_source(copied, "handbook")
