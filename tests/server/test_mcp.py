@@ -20,9 +20,11 @@ from mcp.client.streamable_http import streamable_http_client
 from tests.agent.agent_support import ALICE, WORKER_QUESTION
 from tests.server.conftest import KEYS, VAULT_QUESTION, VAULT_SECRET, auth
 
+from citewise.agent.tools import MAX_QUERY_CHARS
 from citewise.index.knowledge_base import KnowledgeBase
+from citewise.server.schemas import MAX_MESSAGE_CHARS
 from citewise.settings import Settings
-from citewise.types import REFUSAL_TEXT
+from citewise.types import MAX_SELECTED_TEXT_CHARS, REFUSAL_TEXT
 
 UNANSWERABLE = "What is the recommended recipe for sourdough bread with rye flour?"
 TOOLS = {"search_docs", "open_citation", "ask"}
@@ -37,7 +39,9 @@ def http_client(url: str, key: str | None = None) -> Client:
 async def exercise(client: Client) -> dict:
     """What one session finds through every tool and resource."""
     found: dict = {}
-    found["tools"] = {t.name for t in (await client.list_tools()).tools}
+    tools = (await client.list_tools()).tools
+    found["tools"] = {t.name for t in tools}
+    found["inputs"] = {t.name: t.input_schema["properties"] for t in tools}
     search = await client.call_tool("search_docs", {"query": "worker pool threads", "top_k": 3})
     assert not search.is_error, search
     found["search"] = search.structured_content
@@ -56,6 +60,11 @@ async def exercise(client: Client) -> dict:
 
 def check(found: dict) -> None:
     assert found["tools"] == TOOLS
+    # The bounds a client is shown are the ones the rest of Citewise applies (one constant each).
+    inputs = found["inputs"]
+    assert inputs["search_docs"]["query"]["maxLength"] == MAX_QUERY_CHARS
+    assert inputs["ask"]["question"]["maxLength"] == MAX_MESSAGE_CHARS
+    assert MAX_SELECTED_TEXT_CHARS in [s.get("maxLength") for s in inputs["ask"]["selected_text"]["anyOf"]]
     passages = found["search"]["passages"]
     assert len(passages) == 3 and all(p["chunk_id"] and p["filename"] and p["text"] for p in passages)
     assert found["opened"]["chunk_id"] == passages[0]["chunk_id"] and found["opened"]["text"] == passages[0]["text"]

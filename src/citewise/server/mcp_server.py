@@ -31,10 +31,12 @@ from pydantic import BaseModel, Field
 from starlette.types import Receive, Scope, Send
 
 from citewise import __version__
+from citewise.agent.tools import MAX_QUERY_CHARS
 from citewise.errors import CitewiseError, ValidationError
 from citewise.server.answer_text import answer_with_sources
 from citewise.server.gate import caller_of
-from citewise.types import Chunk, Owner
+from citewise.server.schemas import MAX_MESSAGE_CHARS
+from citewise.types import MAX_SELECTED_TEXT_CHARS, Chunk, Owner
 
 if TYPE_CHECKING:
     from citewise.agent.runner import Citewise
@@ -103,7 +105,7 @@ def build_mcp(agent: AgentProvider, owner_of: OwnerOf) -> MCPServer:
 
     @server.tool(description="Search the documentation; returns the best passages, each with its chunk_id.")
     async def search_docs(
-        query: Annotated[str, Field(description="What to look for.", max_length=1000)],
+        query: Annotated[str, Field(description="What to look for.", max_length=MAX_QUERY_CHARS)],
         top_k: Annotated[int, Field(ge=1, le=10, description="How many passages (1-10).")] = 5,
     ) -> SearchResults:
         owner = owner_of()
@@ -124,6 +126,8 @@ def build_mcp(agent: AgentProvider, owner_of: OwnerOf) -> MCPServer:
             raise ToolError(f"No passage with chunk_id {chunk_id!r}.")
         return _passage(chunk)
 
+    # The bounds of the HTTP API's AgentRequest; the agent's own question limit (agent.max_question_chars) is
+    # checked when the request is built, and its message comes back as the tool error.
     @server.tool(
         description=(
             "Ask the documentation. Returns a grounded answer whose every claim carries a [n] citation (file, "
@@ -131,13 +135,13 @@ def build_mcp(agent: AgentProvider, owner_of: OwnerOf) -> MCPServer:
         )
     )
     async def ask(
-        question: Annotated[str, Field(description="The question.", max_length=10_000)],
+        question: Annotated[str, Field(description="The question.", max_length=MAX_MESSAGE_CHARS)],
         mode: Annotated[
             Literal["quote", "agent"] | None,
             Field(description="quote: verbatim sentences, no model; agent: the configured model. Default: server's."),
         ] = None,
         selected_text: Annotated[
-            str | None, Field(description="Answer from this text only.", max_length=10_000)
+            str | None, Field(description="Answer from this text only.", max_length=MAX_SELECTED_TEXT_CHARS)
         ] = None,
     ) -> Annotated[CallToolResult, AskResult]:
         owner = owner_of()
