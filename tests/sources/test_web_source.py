@@ -248,3 +248,46 @@ def test_pages_behind_a_failing_page_are_kept(site, tmp_path, make_kb):
     assert report.ok and report.complete and report.removed == 0
     assert {site.url("/docs/hub.html"), site.url("/docs/troubleshooting.html")} <= _indexed_urls(kb)
     assert {f.document for f in report.failures} == {site.url("/docs/huge.html"), site.url("/docs/hub.html")}
+
+
+
+def test_x_robots_tag_noindex_keeps_a_page_out_and_removes_one_that_turned_noindex(site, tmp_path, make_kb):
+    # A new page with the header is never indexed; an indexed page whose server starts sending it is removed, also
+    # when its body (and so its ETag) did not change and the server answers the conditional request with a 304.
+    site.page("/docs/webhook-retries.html", sf.WEBHOOK_RETRIES, headers={"X-Robots-Tag": "noindex"})
+    site.page("/sitemap-docs.xml", sf.urlset(site.base, [*sf.SITEMAP_PATHS, "/docs/webhook-retries.html"]))
+    kb = make_kb(source_settings(tmp_path / "home", acme=_spec(site)))
+    first = sync_source(kb, "acme")
+    assert first.ok and first.skipped[site.url("/docs/webhook-retries.html")] == "noindex"
+    assert _indexed_urls(kb) == {site.url(p) for p in sf.FIRST_INDEXED}
+    site.page("/docs/guide.html", sf.GUIDE, headers={"X-Robots-Tag": "noindex"})  # same bytes as before
+    site.clear_log()
+
+    second = sync_source(kb, "acme")
+
+    assert second.ok and second.removed == 1
+    assert site.requests_for("/docs/guide.html")[0].status == 304
+    assert site.url("/docs/guide.html") not in _indexed_urls(kb)
+    assert "noindex" in second.skipped[site.url("/docs/guide.html")]
+
+
+def test_a_sync_that_runs_out_of_time_removes_nothing_and_says_so(site, tmp_path, make_kb):
+    settings = source_settings(tmp_path / "home", acme=_spec(site))
+    kb = make_kb(settings)
+    assert sync_source(kb, "acme").documents == 5
+    # troubleshooting.html leaves the site (a full sync would remove it); the site now asks for a second between
+    # requests, and the sync may take 1.5 s: it runs out of time while still reading the sitemaps.
+    site.remove("/docs/troubleshooting.html")
+    site.page("/llms.txt", "# Acme\n", "text/plain")
+    site.page("/robots.txt", "User-agent: *\nCrawl-delay: 1\nDisallow: /docs/private/\n", "text/plain")
+    site.clear_log()
+    hurried = settings.model_copy(update={"sync": settings.sync.model_copy(update={"max_sync_s": 1.5})})
+
+    report = sync_source(make_kb(hurried), "acme")
+
+    assert report.ok and not report.complete and report.removed == 0
+    assert any("max_sync_s" in note for note in report.notes)
+    assert _indexed_urls(kb) == {site.url(p) for p in sf.FIRST_INDEXED}
+    # The deadline bounds discovery too: requests are a second apart, so the third one would start after it.
+    assert len([hit for hit in site.log if hit.path != "/robots.txt"]) <= 2
+    assert site.requests_for("/llms.txt") == []

@@ -24,7 +24,6 @@ import gzip
 import hashlib
 import io
 import logging
-import time
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from email.utils import parsedate_to_datetime
@@ -183,7 +182,8 @@ class WebCrawler:
 
     # -- the run -----------------------------------------------------------------------------------------------
     async def run(self, *, deadline_s: float) -> Crawl:
-        started = time.monotonic()
+        """Discover and fetch, for at most `deadline_s` (sync.max_sync_s) from the first request: robots.txt and
+        the sitemaps count too, since a slow site (or a long Crawl-delay) can spend it all there."""
         async with Fetcher(
             allow_private=self.spec.allow_private_network,
             user_agent=self.sync.user_agent,
@@ -194,31 +194,33 @@ class WebCrawler:
         ) as fetcher:
             self._fetcher = fetcher
             try:
-                sitemaps: list[str] = []
-                for origin in self.scope.origins:
-                    sitemaps += await self._read_robots(origin)
-                self._add(self.scope.start, 0)
-                for url in await self._sitemap_pages(sitemaps):
-                    self._add(url, 0)
-                for url in await self._llms_links():
-                    self._add(url, 0)
-                workers = [asyncio.create_task(self._work()) for _ in range(self.sync.concurrency)]
-                try:
-                    remaining = deadline_s - (time.monotonic() - started)
-                    await asyncio.wait_for(self._queue.join(), timeout=max(remaining, 0.001))
-                except TimeoutError:
-                    self.result.complete = False
-                    self.result.notes.append(
-                        f"stopped after {deadline_s:g}s (sync.max_sync_s): pages not reached this time are kept"
-                    )
-                finally:
-                    for worker in workers:
-                        worker.cancel()
-                    await asyncio.gather(*workers, return_exceptions=True)
+                await asyncio.wait_for(self._crawl(), timeout=deadline_s)
+            except TimeoutError:
+                self.result.complete = False
+                self.result.notes.append(
+                    f"stopped after {deadline_s:g}s (sync.max_sync_s): pages not reached this time are kept"
+                )
             finally:
                 self.result.requests = fetcher.requests
                 self.result.log = list(fetcher.log)
         return self.result
+
+    async def _crawl(self) -> None:
+        sitemaps: list[str] = []
+        for origin in self.scope.origins:
+            sitemaps += await self._read_robots(origin)
+        self._add(self.scope.start, 0)
+        for url in await self._sitemap_pages(sitemaps):
+            self._add(url, 0)
+        for url in await self._llms_links():
+            self._add(url, 0)
+        workers = [asyncio.create_task(self._work()) for _ in range(self.sync.concurrency)]
+        try:
+            await self._queue.join()
+        finally:
+            for worker in workers:
+                worker.cancel()
+            await asyncio.gather(*workers, return_exceptions=True)
 
     def _add(self, url: str, depth: int) -> None:
         url = normalize_url(url)
@@ -289,16 +291,14 @@ class WebCrawler:
             return
         known = self.known.get(final)
         headers = response.headers
+        robots_header = headers.get("x-robots-tag", "").lower()
         if response.status == 304:
             if known is None:
                 result.failed[final] = "HTTP 304 to a request that was not conditional"
                 return
             result.not_modified += 1
-            if known.note and not known.doc_id:
-                result.skipped[final] = known.note
             record = replace(known, redirects=response.redirects, updated_at=now_iso())
-            result.pages[final] = Page(final, record)
-            self._follow(known.links, depth)
+            self._unchanged(final, record, robots_header, depth)
             return
         if response.status != 200:
             result.failed[final] = f"HTTP {response.status}"
@@ -320,12 +320,9 @@ class WebCrawler:
         )
         if known is not None and known.content_hash == digest:
             # Same bytes as last time (a server without conditional requests): nothing to read again.
-            if known.note and not known.doc_id:
-                result.skipped[final] = known.note
-            result.pages[final] = Page(final, replace(record, doc_id=known.doc_id, links=known.links, note=known.note))
-            self._follow(known.links, depth)
+            self._unchanged(final, replace(record, doc_id=known.doc_id, links=known.links, note=known.note),
+                            robots_header, depth)  # fmt: skip
             return
-        robots_header = headers.get("x-robots-tag", "").lower()
         try:
             read = await asyncio.to_thread(_read_page, response.body, final, kind, robots_header)
         except IngestError as exc:
@@ -344,6 +341,16 @@ class WebCrawler:
             read.doc.date = _http_date(record.last_modified)
         record.doc_id = make_doc_id(final)
         result.pages[final] = Page(final, record, read.doc)
+
+    def _unchanged(self, url: str, record: SourceDocument, robots_header: str, depth: int) -> None:
+        """A page with the same content as last time (a 304, or the same bytes): kept as it was, unless its
+        X-Robots-Tag now says noindex, which a server may start sending without changing the page (or its ETag)."""
+        if _robots_directives(robots_header) & {"noindex", "none"} and record.doc_id:
+            record = replace(record, doc_id="", note="noindex (X-Robots-Tag)")
+        if record.note and not record.doc_id:
+            self.result.skipped[url] = record.note
+        self.result.pages[url] = Page(url, record)
+        self._follow(record.links, depth)
 
     def _follow_known(self, url: str, depth: int) -> None:
         """A page that failed for now still leads where it led last time: the pages only it links to must not look
@@ -498,7 +505,7 @@ def _read_page(body: bytes, url: str, kind: str, robots_header: str) -> _Read:
         if element.get("href"):
             base = urljoin(url, element.get("href"))
             break
-    directives = set(robots_header.replace(",", " ").split())
+    directives = _robots_directives(robots_header)
     canonical = None
     for meta in tree.iter("meta"):
         if (meta.get("name") or "").lower() == "robots":
@@ -526,6 +533,11 @@ def _read_page(body: bytes, url: str, kind: str, robots_header: str) -> _Read:
     doc.source_url = url
     doc.anchors = outline_anchors(doc.outline, page_ids=ids)
     return _Read(doc, links)
+
+
+def _robots_directives(value: str) -> set[str]:
+    """The directives of a robots meta tag's content or an X-Robots-Tag header: "noindex, nofollow" → both."""
+    return set(value.lower().replace(",", " ").split())
 
 
 def _utf8_parser() -> lxml.html.HTMLParser:
