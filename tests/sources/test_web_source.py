@@ -250,6 +250,32 @@ def test_pages_behind_a_failing_page_are_kept(site, tmp_path, make_kb):
     assert {f.document for f in report.failures} == {site.url("/docs/huge.html"), site.url("/docs/hub.html")}
 
 
+def test_a_page_that_answers_410_is_removed(site, tmp_path, make_kb):
+    kb = make_kb(source_settings(tmp_path / "home", acme=_spec(site)))
+    assert sync_source(kb, "acme").ok
+    assert site.url("/docs/install.html") in _indexed_urls(kb)
+    site.page("/docs/install.html", sf.html("Gone", "<h1>Gone</h1><p>This page was retired.</p>"), status=410)
+
+    report = sync_source(kb, "acme")
+
+    assert report.ok and report.removed == 1
+    assert site.requests_for("/docs/install.html")[-1].status == 410
+    assert _indexed_urls(kb) == {site.url(p) for p in sf.FIRST_INDEXED - {"/docs/install.html"}}
+    assert site.url("/docs/install.html") not in SourceState(kb.settings.index_dir).documents("acme")
+
+
+def test_llms_full_txt_is_read_when_there_is_no_llms_txt(site, tmp_path, make_kb):
+    site.remove("/llms.txt")
+    full = "# Acme\n\n## Help\n\nIf the agent does not start, see [Troubleshooting](/docs/troubleshooting.html).\n"
+    site.page("/llms-full.txt", full, "text/plain")
+    kb = make_kb(source_settings(tmp_path / "home", acme=_spec(site)))
+
+    report = sync_source(kb, "acme")
+
+    assert report.ok
+    assert site.requests_for("/llms-full.txt")  # asked for once llms.txt answered 404
+    assert site.url("/docs/troubleshooting.html") in _indexed_urls(kb)  # linked from llms-full.txt only
+
 
 def test_x_robots_tag_noindex_keeps_a_page_out_and_removes_one_that_turned_noindex(site, tmp_path, make_kb):
     # A new page with the header is never indexed; an indexed page whose server starts sending it is removed, also
@@ -269,6 +295,23 @@ def test_x_robots_tag_noindex_keeps_a_page_out_and_removes_one_that_turned_noind
     assert site.requests_for("/docs/guide.html")[0].status == 304
     assert site.url("/docs/guide.html") not in _indexed_urls(kb)
     assert "noindex" in second.skipped[site.url("/docs/guide.html")]
+
+
+def test_a_gzipped_sitemap_is_read(site, tmp_path, make_kb):
+    import gzip
+
+    robots = f"User-agent: *\nDisallow: /docs/private/\nSitemap: {site.base}/sitemap.xml.gz\n"
+    site.page("/robots.txt", robots, "text/plain")
+    paths = [*sf.SITEMAP_PATHS, "/docs/webhook-retries.html"]
+    site.page("/sitemap.xml.gz", gzip.compress(sf.urlset(site.base, paths).encode()), "application/gzip")
+    site.page("/docs/webhook-retries.html", sf.WEBHOOK_RETRIES)  # listed in the .xml.gz only, linked from nowhere
+    kb = make_kb(source_settings(tmp_path / "home", acme=_spec(site)))
+
+    report = sync_source(kb, "acme")
+
+    assert report.ok
+    assert site.requests_for("/sitemap.xml") == []  # robots.txt named the .xml.gz: nothing else was guessed
+    assert _indexed_urls(kb) == {site.url(p) for p in sf.FIRST_INDEXED | {"/docs/webhook-retries.html"}}
 
 
 def test_a_sync_that_runs_out_of_time_removes_nothing_and_says_so(site, tmp_path, make_kb):
@@ -291,3 +334,24 @@ def test_a_sync_that_runs_out_of_time_removes_nothing_and_says_so(site, tmp_path
     # The deadline bounds discovery too: requests are a second apart, so the third one would start after it.
     assert len([hit for hit in site.log if hit.path != "/robots.txt"]) <= 2
     assert site.requests_for("/llms.txt") == []
+
+
+def test_a_page_dropped_from_the_sitemap_is_removed_only_when_nothing_links_to_it(site, tmp_path, make_kb):
+    """docs/sources.md: a page "no longer found at all (dropped from the sitemap and no longer linked)" is removed,
+    even though it would still answer 200: the sitemap and the links are the site's table of contents, and a page
+    left out of both is unpublished. A page dropped from the sitemap but still linked is still found, and stays."""
+    orphan = sf.html("Changelog", "<h1>Changelog</h1><p>Version 2 added the frobnicator's key rotation.</p>")
+    site.page("/docs/changelog.html", orphan)
+    site.page("/sitemap-docs.xml", sf.urlset(site.base, [*sf.SITEMAP_PATHS, "/docs/changelog.html"]))
+    kb = make_kb(source_settings(tmp_path / "home", acme=_spec(site)))
+    assert sync_source(kb, "acme").ok
+    assert site.url("/docs/changelog.html") in _indexed_urls(kb)
+    kept = [p for p in sf.SITEMAP_PATHS if p != "/docs/install.html"]  # install.html: still in every page's nav
+    site.page("/sitemap-docs.xml", sf.urlset(site.base, kept))
+    site.clear_log()
+
+    report = sync_source(kb, "acme")
+
+    assert report.ok and report.complete and report.removed == 1
+    assert site.requests_for("/docs/changelog.html") == []  # still served (200), but no longer published
+    assert _indexed_urls(kb) == {site.url(p) for p in sf.FIRST_INDEXED}
