@@ -9,6 +9,8 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+import pytest
+
 from citewise.index.write_lock import write_lock
 from citewise.settings import Settings
 
@@ -74,13 +76,56 @@ def test_a_write_stuck_behind_another_answers_202_and_lands_later(tmp_path, make
 def test_a_full_queue_answers_503_with_retry_after(tmp_path, make_client):
     settings = _settings(tmp_path, write_queue_size=1)
     client = make_client(settings)
+    assert _upload(client, "kept.md").status_code in (200, 202)
+    _wait_indexed(client, 1)  # indexed before the queue fills
+    folder = settings.uploads_path / "public"
     with busy_home(settings.home):
         assert _upload(client, "a.md").status_code == 202  # running: waiting for the lock
         assert _upload(client, "b.md").status_code == 202  # queued: the queue is now full
         full = _upload(client, "c.md")
         assert full.status_code == 503 and full.headers["Retry-After"]
         assert "waiting" in full.json()["detail"]
-    _wait_indexed(client, 2)
+        # Refused means not kept: a file left behind would be ingested by the next start as if it were accepted,
+        # and one of the same name as an indexed document would replace that document's source.
+        changed = b"# Kept\n\nThe tern parameter defaults to 12.\n"
+        same_name = client.post("/api/documents", files=[("files", ("kept.md", changed, "text/markdown"))])
+        assert same_name.status_code == 503
+        assert sorted(p.name for p in folder.iterdir()) == ["a.md", "b.md", "kept.md"]
+        assert (folder / "kept.md").read_bytes() == NOTE
+    docs = _wait_indexed(client, 3)
+    assert sorted(d["filename"] for d in docs) == ["a.md", "b.md", "kept.md"]
+    client.__exit__(None, None, None)
+    restarted = make_client(settings)  # the next start resumes unfinished uploads: there are none
+    time.sleep(1)
+    assert sorted(d["filename"] for d in _wait_indexed(restarted, 3)) == ["a.md", "b.md", "kept.md"]
+    assert (folder / "kept.md").read_bytes() == NOTE
+
+
+def test_a_refused_write_gives_its_place_back(tmp_path):
+    """A place taken and not used (the upload failed before queueing) is free again; one used is the job's until
+    the worker takes it; a server shutting down takes no more."""
+    from citewise.server.writer import QueueFull, WriteQueue
+
+    writes = WriteQueue(1)
+    writes.start()
+    release = threading.Event()
+    running = writes.submit(lambda stop: release.wait(30))
+    time.sleep(0.2)  # the worker takes it: its place is free
+    with writes.reserve(), pytest.raises(QueueFull):
+        writes.reserve()
+    with writes.reserve() as slot:  # given back when the block ended unused
+        queued = slot.submit(lambda stop: "done")
+    with pytest.raises(QueueFull):
+        writes.reserve()  # the queued job holds the place
+    release.set()
+    assert running.result(10) is True and queued.result(10) == "done"
+    assert writes.submit(lambda stop: 1).result(10) == 1
+    slot = writes.reserve()
+    writes.stop(5)
+    with pytest.raises(QueueFull, match="shutting down"):
+        slot.submit(lambda stop: 2)
+    with pytest.raises(QueueFull, match="shutting down"):
+        writes.reserve()
 
 
 def test_shutdown_is_bounded_and_unfinished_uploads_resume_on_the_next_start(tmp_path, make_client):

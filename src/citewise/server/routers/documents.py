@@ -4,7 +4,8 @@ documents plus public ones.
 
 Uploads and deletes run through the server's write queue (writer.py): in order, bounded, each request answered
 within `server.write_wait_s` (202 when its write is still queued or running, 503 + Retry-After when the queue is
-full).
+full). An upload the queue refuses leaves nothing behind: it takes its place in the queue before storing a file,
+and whatever it stored is undone (a replaced file put back) if the queue refuses it after all.
 
 Another owner's document is answered exactly like a document that does not exist (404), so ids cannot be probed
 across owners. A public document is visible to all, so refusing to delete it says so plainly (403).
@@ -30,7 +31,7 @@ from citewise.errors import CitewiseError, ConfigError
 from citewise.ingest.pipeline import SUPPORTED_SUFFIXES, Ingestor, remove_document
 from citewise.server.deps import CallerDep, ServerState, StateDep
 from citewise.server.schemas import GATE_ERRORS, error_responses
-from citewise.server.writer import QueueFull
+from citewise.server.writer import QueueFull, Slot
 from citewise.settings import Settings
 from citewise.types import Chunk, DocStatus, DocumentRecord, Owner, make_doc_id
 
@@ -185,13 +186,26 @@ async def upload(
 
     target = _upload_dir(settings, caller.owner.id)
     owner = caller.owner.id
-    # Stored before queueing: the request's files are closed once it is answered, and a queued write may run later.
-    paths = [await asyncio.to_thread(_store, upload, target / name) for upload, name in zip(files, names, strict=True)]
+    # A place in the queue before any file is stored: a refused upload must leave no file that the next start's
+    # resume_uploads would ingest (as if it had been accepted), nor one that replaced an indexed document's source.
+    with _reserve(state) as slot:
+        # Stored before queueing: the request's files are closed once it is answered, and a queued write may run
+        # later.
+        staged = _StagedUploads()
+        try:
+            for upload, name in zip(files, names, strict=True):
+                await asyncio.to_thread(staged.store, upload, target / name)
+            paths = staged.paths
 
-    def write(should_stop):
-        return _ingest(state, owner, paths, should_stop)
+            def write(should_stop):
+                return _ingest(state, owner, paths, should_stop)
 
-    report = await _queued(state, write)
+            future = _submit(state, write, slot)
+        except BaseException:
+            staged.undo()
+            raise
+        staged.accept()
+    report = await _outcome(state, future)
     if report is None:  # still queued or running: say what is known now
         response.status_code = status.HTTP_202_ACCEPTED
         documents = []
@@ -211,17 +225,34 @@ async def upload(
     )
 
 
-async def _queued(state: ServerState, job):
-    """Queue a write and wait for it at most `server.write_wait_s`: its result, or None if it is still going."""
+def _queue_full(exc: QueueFull) -> HTTPException:
+    return HTTPException(
+        status.HTTP_503_SERVICE_UNAVAILABLE,
+        detail=f"Too many uploads and deletes are waiting ({exc}) Retry shortly.",
+        headers={"Retry-After": "10"},
+    )
+
+
+def _reserve(state: ServerState) -> Slot:
+    """A place in the write queue (503 when there is none)."""
     assert state.writer is not None, "the app's lifespan starts the writer"
     try:
-        future: Future = state.writer.submit(job)
+        return state.writer.reserve()
     except QueueFull as exc:
-        raise HTTPException(
-            status.HTTP_503_SERVICE_UNAVAILABLE,
-            detail=f"Too many uploads and deletes are waiting ({exc}) Retry shortly.",
-            headers={"Retry-After": "10"},
-        ) from None
+        raise _queue_full(exc) from None
+
+
+def _submit(state: ServerState, job, slot: Slot | None = None) -> Future:
+    """Queue a write, in `slot` or a place taken now (503 when there is none)."""
+    assert state.writer is not None, "the app's lifespan starts the writer"
+    try:
+        return slot.submit(job) if slot is not None else state.writer.submit(job)
+    except QueueFull as exc:
+        raise _queue_full(exc) from None
+
+
+async def _outcome(state: ServerState, future: Future):
+    """Wait for a queued write at most `server.write_wait_s`: its result, or None if it is still going."""
     waiter = asyncio.wrap_future(future)
     done, _ = await asyncio.wait({waiter}, timeout=state.settings.server.write_wait_s)
     if done:
@@ -229,6 +260,47 @@ async def _queued(state: ServerState, job):
     # Answered before the write ended: its outcome is read from the registry later, not from this future.
     waiter.add_done_callback(lambda f: f.cancelled() or f.exception())
     return None
+
+
+class _StagedUploads:
+    """The files one upload stored, and copies of those they replaced, until the write queue takes the upload.
+    `undo` (the queue refused it, the server began shutting down, the disk filled half-way) removes what it stored
+    and puts every replaced file back; `accept` drops the copies."""
+
+    def __init__(self) -> None:
+        self.paths: list[Path] = []
+        self._replaced: dict[Path, Path] = {}  # stored path → a hidden copy of the file it replaced
+
+    def store(self, upload: UploadFile, path: Path) -> None:
+        path = path.resolve()
+        if path.is_file():
+            self._replaced[path] = _copy_aside(path)
+        self.paths.append(_store(upload, path))
+
+    def undo(self) -> None:
+        for path in self.paths:
+            before = self._replaced.pop(path, None)
+            if before is not None:
+                os.replace(before, path)
+            else:
+                path.unlink(missing_ok=True)
+        self.accept()  # a copy whose file was never replaced (its store failed): the file is as it was
+
+    def accept(self) -> None:
+        for copy in self._replaced.values():
+            copy.unlink(missing_ok=True)
+        self._replaced.clear()
+
+
+def _copy_aside(path: Path) -> Path:
+    """A copy of `path` beside it, under a hidden name (resume_uploads skips those): a hard link, or a real copy
+    where the file system has none."""
+    copy = path.with_name(f".replaced-{uuid.uuid4().hex}")
+    try:
+        os.link(path, copy)
+    except OSError:
+        shutil.copy2(path, copy)
+    return copy
 
 
 def _store(upload: UploadFile, path: Path) -> Path:
@@ -314,8 +386,9 @@ async def delete_document(doc_id: uuid.UUID, caller: CallerDep, state: StateDep,
         _remove_upload(state.settings, removed)
         return removed
 
+    future = _submit(state, write)
     try:
-        done = await _queued(state, write)
+        done = await _outcome(state, future)
     except ConfigError:  # removed by an earlier write in the queue
         raise HTTPException(status.HTTP_404_NOT_FOUND, detail=f"No document with id {doc_id}.") from None
     if done is None:
