@@ -16,8 +16,10 @@ import pytest
 from tests.agent.agent_support import WORKER_ANSWER, WORKER_QUESTION
 from tests.server.conftest import KEYS, PLAN, VAULT_QUESTION, VAULT_SECRET
 
+from citewise.agent.limits import EXIT_REASONS
+from citewise.errors import ProviderError, RateLimited
 from citewise.llm.testing import ScriptedChatModel
-from citewise.types import REFUSAL_TEXT
+from citewise.types import REFUSAL_TEXT, ExitReason
 
 UNANSWERABLE = "What is the recommended recipe for sourdough bread with rye flour?"
 DOCS = Path(__file__).parents[2] / "docs" / "openai-api.md"
@@ -131,6 +133,41 @@ def test_a_rate_limited_key_gets_the_clients_rate_limit_error(agent_app, live_se
     assert limited.value.body["type"] == "rate_limit_error"
     # Per key: another key is not held up by Alice's.
     client(server, "key-bob").chat.completions.create(model="citewise-quote", messages=ask)
+
+
+def test_a_rate_limited_run_is_a_429_with_the_exit_reason_tables_retry_after(agent_app, live_server):
+    """The model provider rate limits every call: the run is OpenAI's 429 (the client's RateLimitError), not an
+    assistant message a chat front end would keep as an answer, and Retry-After is the exit-reason table's. A stream
+    that has started ends with an error frame saying the same."""
+    server = live_server(agent_app(ScriptedChatModel([RateLimited("429 from vendor")] * 40)))
+    api = client(server)
+    ask = [{"role": "user", "content": WORKER_QUESTION}]
+    row = EXIT_REASONS[ExitReason.RATE_LIMITED]
+    with pytest.raises(openai.RateLimitError) as limited:
+        api.chat.completions.create(model="citewise-agent", messages=ask)
+    assert limited.value.response.headers["retry-after"] == str(row.retry_after_s)
+    assert limited.value.body["type"] == "rate_limit_error" and limited.value.body["message"] == row.message
+
+    with pytest.raises(openai.APIError) as failed:
+        list(api.chat.completions.create(model="citewise-agent", messages=ask, stream=True))
+    frame = failed.value.body
+    assert frame["type"] == "rate_limit_error" and frame["message"] == row.message
+    assert frame["citewise"]["exit_reason"] == "RATE_LIMITED"
+    assert frame["citewise"]["retry_after_s"] == row.retry_after_s
+
+
+def test_a_run_that_raised_carries_how_long_to_wait_in_its_error_event():
+    """The stream's `error` event (what /v1 turns into its 429) says how long to wait as the HTTP error handler
+    would: the provider's own Retry-After when it sent one, else the table's; no wait on other failures."""
+    from citewise.server.routers.agent import _error_event
+
+    assert _error_event(RateLimited("slow down", retry_after_s=7.4), "s").data["retry_after_s"] == 7
+    table = EXIT_REASONS[ExitReason.RATE_LIMITED].retry_after_s
+    assert _error_event(RateLimited(), "s").data == {
+        "exit_reason": "RATE_LIMITED", "type": "rate_limited", "status": 429, "retryable": True, "session_id": "s",
+        "message": "The language model provider is rate limiting requests. Retry shortly.", "retry_after_s": table,
+    }  # fmt: skip
+    assert "retry_after_s" not in _error_event(ProviderError("boom"), "s").data
 
 
 def test_plain_http_gets_openai_shaped_errors(agent_app, live_server):

@@ -3,7 +3,8 @@
 Stream events, in order: `trace` (each step as it finishes: plan, tool_call, validation, reprompt, ...), `token`
 (answer text as it is written), `discard` (forget every token so far: what follows replaces it), `citation` (each
 citation of the final answer), then exactly one terminal event: `complete` (the full Answer, with exit_reason) or
-`error` (the run raised: exit_reason, type, message, retryable). A client that disconnects cancels the run.
+`error` (the run raised: exit_reason, type, message, retryable, and retry_after_s on a 429). A client that
+disconnects cancels the run.
 
 The one rule a client needs: the tokens after the last `discard` are the answer `complete` carries. Every path that
 replaces streamed text — a new model call after a draft (reprompt, a lookup after an aside, a regeneration, a retry
@@ -25,7 +26,7 @@ from fastapi import APIRouter, Depends
 from fastapi.sse import EventSourceResponse, ServerSentEvent
 
 from citewise.agent.flow import ANSWER_NODE
-from citewise.agent.limits import EXIT_REASONS, exit_reason_for
+from citewise.agent.limits import EXIT_REASONS, exit_reason_for, retry_after
 from citewise.agent.reply import ReplyStream
 from citewise.server.auth import Caller
 from citewise.server.deps import CallerDep, StateDep, agent_session_id, answer_json
@@ -226,17 +227,18 @@ def _error_event(failure: BaseException | None, session_id: str) -> ServerSentEv
         log.log(level, "Stream %s failed: %s: %s", session_id, type(failure).__name__, failure, exc_info=failure)
     # The exit reasons are the agent's: a run that raised instead of ending gets one too, and with it its row.
     reason = exit_reason_for(failure) if failure is not None else ExitReason.LLM_ERROR
-    return ServerSentEvent(
-        event="error",
-        data={
-            "exit_reason": str(reason),
-            "type": kind,
-            "status": code,
-            "message": detail,
-            "retryable": EXIT_REASONS[reason].retryable,
-            "session_id": session_id,
-        },
-    )
+    data = {
+        "exit_reason": str(reason),
+        "type": kind,
+        "status": code,
+        "message": detail,
+        "retryable": EXIT_REASONS[reason].retryable,
+        "session_id": session_id,
+    }
+    if code == 429 and failure is not None:
+        # How long to wait, as the HTTP error would say it: the provider's own Retry-After, else the table's.
+        data["retry_after_s"] = int(retry_after(failure))
+    return ServerSentEvent(event="error", data=data)
 
 
 def _reap(task: asyncio.Task) -> None:

@@ -12,7 +12,9 @@ key rules, rate limits, metrics, sessions and exit reasons are exactly those of 
   Citewise: what it may say is decided by the docs alone.
 - The answer keeps its citations: `[n]` markers and a "Sources:" list in the content, and the whole structured
   Answer (citations, exit_reason, status, answer_id, ...) in an extra `citewise` field that OpenAI clients ignore.
-  A refusal is an ordinary assistant message.
+  A refusal is an ordinary assistant message. A run the model provider rate limited is not: it is OpenAI's 429
+  with Retry-After (an error frame once a stream has started), so a client backs off instead of keeping "too many
+  requests" in its conversation as if the docs had said it.
 - Streaming sends the checked answer: agent-mode tokens are drafts the validator may still send back (the SSE
   contract's `discard`), and OpenAI's format can't take text back, so the content chunks carry the final answer
   once it stands. A role chunk opens the stream at once and `: ping` comments keep it open.
@@ -34,6 +36,7 @@ from fastapi.responses import JSONResponse, StreamingResponse
 from pydantic import BaseModel, ConfigDict, Field
 from pydantic import ValidationError as PydanticValidationError
 
+from citewise.agent.limits import EXIT_REASONS
 from citewise.errors import CitewiseError
 from citewise.server.answer_text import answer_with_sources
 from citewise.server.deps import CallerDep, StateDep
@@ -47,7 +50,7 @@ from citewise.server.schemas import (
     AgentRequest,
     error_responses,
 )
-from citewise.types import AnswerStyle
+from citewise.types import AnswerStyle, ExitReason
 
 log = logging.getLogger(__name__)
 router = APIRouter(prefix="/v1", tags=["openai-compatible"], responses=error_responses(*GATE_ERRORS))
@@ -112,7 +115,7 @@ async def chat_completions(body: ChatCompletionRequest, caller: CallerDep, state
     answer, failure = await _outcome(events)
     if failure is not None:
         status = int(failure.get("status") or 500)
-        headers = {"Retry-After": "30"} if status == 429 else None
+        headers = {"Retry-After": str(failure.get("retry_after_s") or 1)} if status == 429 else None
         return JSONResponse(
             error_body(path, status, failure.get("message") or "The run failed.", failure.get("type")),
             status_code=status,
@@ -179,16 +182,36 @@ def _content(answer: dict[str, Any]) -> str:
 
 
 async def _outcome(events: AsyncIterator[Any]) -> tuple[dict[str, Any] | None, dict[str, Any] | None]:
-    """(the `complete` event's Answer, the `error` event's data): exactly one is set when the stream ends."""
+    """(the `complete` event's Answer, the failure: the `error` event's data or a rate-limited run's): exactly one
+    is set when the stream ends."""
     try:
         async for event in events:
             if event.event == "complete":
-                return event.data, None
+                failure = _rate_limited(event.data)
+                return (None, failure) if failure else (event.data, None)
             if event.event == "error":
                 return None, event.data
     finally:
         await events.aclose()
     return None, {"status": 500, "message": "The run ended without an answer.", "type": "internal_error"}
+
+
+def _rate_limited(answer: dict[str, Any]) -> dict[str, Any] | None:
+    """A run that ended RATE_LIMITED as the failure an OpenAI client backs off from, in the shape of the stream's
+    `error` event: 429, the answer's message, and the exit-reason table's Retry-After (a provider's own wait is
+    known only to a run that raised; its `error` event carries it). None for any other answer."""
+    if answer.get("exit_reason") != ExitReason.RATE_LIMITED:
+        return None
+    return {
+        "exit_reason": str(ExitReason.RATE_LIMITED),
+        "type": "rate_limited",
+        "status": 429,
+        "message": answer.get("answer") or EXIT_REASONS[ExitReason.RATE_LIMITED].message,
+        "retryable": True,
+        "retry_after_s": EXIT_REASONS[ExitReason.RATE_LIMITED].retry_after_s,
+        "session_id": answer.get("session_id"),
+        "answer_id": answer.get("answer_id"),
+    }
 
 
 async def _chunks(events: AsyncIterator[Any], completion_id: str, created: int, model: str) -> AsyncIterator[str]:
@@ -226,16 +249,17 @@ async def _chunks(events: AsyncIterator[Any], completion_id: str, created: int, 
                 continue
             if event is done:
                 break
-            if event.event == "complete":
+            if event.event not in ("complete", "error"):
+                continue  # trace steps and draft tokens: the content is the checked answer, sent below
+            failure = event.data if event.event == "error" else _rate_limited(event.data)
+            if failure is None:
                 for word in _WORD.findall(_content(event.data)):
                     yield chunk({"content": word})
                 yield chunk({}, "stop", citewise=event.data)
                 break
-            if event.event == "error":
-                data = event.data
-                error = openai_error(int(data.get("status") or 500), data.get("message") or "The run failed.")
-                yield f"data: {json.dumps({'error': {**error, 'citewise': data}}, ensure_ascii=False)}\n\n"
-                return
+            error = openai_error(int(failure.get("status") or 500), failure.get("message") or "The run failed.")
+            yield f"data: {json.dumps({'error': {**error, 'citewise': failure}}, ensure_ascii=False)}\n\n"
+            return
         yield "data: [DONE]\n\n"
     finally:
         task.cancel()  # no await: this generator may itself be being cancelled (the run cleans up on its own)
