@@ -220,11 +220,11 @@ def bad_homes(workdir: Path) -> dict:
     docs = _docs(workdir / "docs", 1)
     checks = []
     for home in (a_file, a_file / "sub"):
-        for args in (["ingest", str(docs)], ["docs", "list"], ["search", "x"], ["doctor", "--repair"]):
-            result = _cli(*args, "--home", str(home), home=home)
+        for args in (["ingest", str(docs)], ["docs", "list"], ["search", "x"], ["doctor", "--repair"], ["serve"]):
+            result = _cli(*args, "--home", str(home), home=home, timeout=60)
             checks.append((result.returncode == 2 and _clean(result), f"{args[0]} on {home.name}: {result.returncode}"))
-    for args in (["ingest", str(docs)], ["docs", "remove", "x"]):
-        result = _cli(*args, "--home", "/proc/citewise-chaos", home=Path("/proc/citewise-chaos"))
+    for args in (["ingest", str(docs)], ["docs", "remove", "x"], ["serve", "--port", str(_free_port())]):
+        result = _cli(*args, "--home", "/proc/citewise-chaos", home=Path("/proc/citewise-chaos"), timeout=60)
         checks.append((result.returncode == 2 and _clean(result), f"{args[0]} on /proc: {result.returncode}"))
     missing = workdir / "missing-home"
     for args in (["docs", "list"], ["search", "x"], ["doctor"]):
@@ -439,7 +439,8 @@ def main() -> None:
         print(f"{r['name']:<45} {r['tried']:>5} {r['held']:>5}")
     tried, held = sum(r["tried"] for r in results), sum(r["held"] for r in results)
     print(f"{'total':<45} {tried:>5} {held:>5}")
-    write_result("chaos_ingest", {"tried": tried, "held": held, "probes": results})
+    if not args.only:  # a partial run must not replace the whole run's results
+        write_result("chaos_ingest", {"tried": tried, "held": held, "probes": results})
     sys.exit(0 if tried == held else 1)
 
 

@@ -68,7 +68,7 @@ def test_home_that_is_a_file_or_unwritable_is_a_clear_error(tmp_path):
     (docs / "a.md").write_text("# A\n\nText.\n")
     a_file = tmp_path / "home.txt"
     a_file.write_text("not a directory")
-    writers = (["ingest", str(docs)], ["docs", "remove", "x"], ["doctor", "--repair"])
+    writers = (["ingest", str(docs)], ["docs", "remove", "x"], ["doctor", "--repair"], ["serve"])
     readers = (["docs", "list"], ["search", "text"], ["doctor"])
     # A file, or a path inside one, can never be a home: every command says so. A path that cannot be created
     # (/proc refuses new folders) stops the first writer; to a reader it is simply a home that does not exist.

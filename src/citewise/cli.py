@@ -1228,6 +1228,7 @@ def serve(
 
         import uvicorn
 
+        from citewise.index.write_lock import prepare_home
         from citewise.server import create_app
         from citewise.server.serving import uvicorn_config
 
@@ -1242,6 +1243,9 @@ def serve(
         citewise_log.setLevel(log_level.upper())
         citewise_log.propagate = False
         settings = _settings(home)
+        # A server writes to its home (uploads, sessions, the model cache) from its first request on: a home it
+        # can't create or write to is the operator's mistake to hear about now, not a traceback at start-up.
+        prepare_home(settings.home)
         bind_host = host or settings.server.host
         bind_port = port or settings.server.port
         if not settings.api_keys and bind_host not in ("127.0.0.1", "localhost", "::1"):
