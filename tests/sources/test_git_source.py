@@ -212,3 +212,85 @@ def test_a_clone_url_is_mirrored_under_the_home_and_fetched_on_each_sync(repo, s
     assert second.ok, second.error
     assert second.revision == git(repo, "rev-parse", "HEAD")
     assert (second.added, second.updated, second.removed) == (1, 0, 0)
+
+
+@pytest.fixture
+def redirected_repo(repo: Path):
+    """The repository served on 127.0.0.2, and a server on 127.0.0.1 that redirects every request there (same path
+    and query): a clone URL that looks harmless and leads somewhere it may not. Both log the paths they were asked."""
+    import threading
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+    from wsgiref.simple_server import WSGIRequestHandler, make_server
+
+    from dulwich.repo import Repo
+    from dulwich.server import DictBackend
+    from dulwich.web import make_wsgi_chain
+
+    backend_repo = Repo(str(repo))
+    git_app = make_wsgi_chain(DictBackend({"/": backend_repo}))
+    private_hits: list[str] = []
+
+    def logged(environ, start_response):
+        private_hits.append(environ.get("PATH_INFO", ""))
+        return git_app(environ, start_response)
+
+    class Quiet(WSGIRequestHandler):
+        def log_message(self, format: str, *args: object) -> None:
+            pass
+
+    private = make_server("127.0.0.2", 0, logged, handler_class=Quiet)
+    target = f"http://127.0.0.2:{private.server_port}"
+
+    class Redirect(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            self.send_response(302)
+            self.send_header("Location", target + self.path)
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+
+        do_POST = do_GET
+
+        def log_message(self, format: str, *args: object) -> None:
+            pass
+
+    public = ThreadingHTTPServer(("127.0.0.1", 0), Redirect)
+    servers = (private, public)
+    for server in servers:
+        threading.Thread(target=server.serve_forever, daemon=True).start()
+    yield f"http://127.0.0.1:{public.server_address[1]}/", private_hits
+    for server in servers:
+        server.shutdown()
+        server.server_close()
+    backend_repo.close()
+
+
+def test_a_redirect_to_a_private_address_is_refused(redirected_repo, tmp_path, make_kb, monkeypatch):
+    # 127.0.0.1 stands in for a public Git host here (the only way to serve one in a test); 127.0.0.2 stays what it
+    # is, a loopback address, which a source without --allow-private-network must never reach, redirect or not.
+    from citewise.sources import fetch
+
+    monkeypatch.setattr(fetch, "is_public", lambda address: address == "127.0.0.1")
+    url, private_hits = redirected_repo
+    settings = source_settings(tmp_path / "home", handbook=SourceSpec(url=url, kind="git"))
+    kb = make_kb(settings)
+
+    report = sync_source(kb, "handbook")
+
+    assert not report.ok and "127.0.0.2" in report.error and "--allow-private-network" in report.error
+    assert private_hits == []  # not one request reached the private address
+    assert kb.registry.list() == []
+    allowed = SourceSpec(url=url, kind="git", allow_private_network=True)  # the same redirect, now allowed
+    followed = sync_source(make_kb(settings.model_copy(update={"sources": {"handbook": allowed}})), "handbook")
+    assert followed.ok and followed.added == 3 and private_hits
+
+
+@pytest.mark.parametrize("remote", ["git@localhost:acme/handbook.git", "git@10.0.0.7:acme/handbook.git"])
+def test_an_scp_form_remote_on_a_private_host_is_refused(remote, tmp_path, make_kb):
+    settings = source_settings(tmp_path / "home", handbook=SourceSpec(url=remote))
+    kb = make_kb(settings)
+
+    report = sync_source(kb, "handbook")
+
+    assert report.kind == "git" and not report.ok
+    assert "--allow-private-network" in report.error  # refused before ssh was started
+    assert not (settings.sources_dir / "git" / "handbook.git").exists() and kb.registry.list() == []

@@ -94,6 +94,42 @@ def resolve_checked(host: str, port: int, *, allow_private: bool) -> list[str]:
     return addresses
 
 
+def checked_pool_manager(*, allow_private: bool, user_agent: str, timeout_s: float):
+    """A urllib3 pool manager for dulwich's HTTP client (Git sources) that opens every connection to an address
+    `resolve_checked` passed, the one it connects to (no second DNS lookup in between). dulwich lets urllib3 follow
+    redirects and then rebases the repository URL on the last hop, so each hop opens its connection here too: a
+    redirect to a private address is refused like a first request to it. No proxy from the environment, as for
+    web sources; TLS names and certificates are still those of the host name."""
+    import urllib3
+    from urllib3.connection import HTTPConnection, HTTPSConnection
+    from urllib3.connectionpool import HTTPConnectionPool, HTTPSConnectionPool
+
+    class CheckedConnection(HTTPConnection):
+        def _new_conn(self):
+            name = self._dns_host
+            address = resolve_checked(name.strip("[]"), self.port, allow_private=allow_private)[0]
+            self._dns_host = address  # only the TCP connect reads it; TLS verifies `host`, restored below
+            try:
+                return super()._new_conn()
+            finally:
+                self._dns_host = name
+
+    class CheckedTLSConnection(CheckedConnection, HTTPSConnection):
+        pass
+
+    class CheckedPool(HTTPConnectionPool):
+        ConnectionCls = CheckedConnection
+
+    class CheckedTLSPool(HTTPSConnectionPool):
+        ConnectionCls = CheckedTLSConnection
+
+    manager = urllib3.PoolManager(
+        headers={"User-Agent": user_agent}, timeout=urllib3.Timeout(timeout_s), cert_reqs="CERT_REQUIRED"
+    )
+    manager.pool_classes_by_scheme = {"http": CheckedPool, "https": CheckedTLSPool}
+    return manager
+
+
 class Fetcher:
     """One sync's HTTP client (use `async with`). `in_scope(url)` says whether a redirect may go to `url`."""
 

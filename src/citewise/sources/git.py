@@ -22,7 +22,7 @@ from citewise.errors import ConfigError, IngestError, SourceError
 from citewise.ingest.globs import any_match
 from citewise.settings import Settings, SourceSpec
 from citewise.sources.config import redact_url
-from citewise.sources.fetch import resolve_checked
+from citewise.sources.fetch import checked_pool_manager, resolve_checked
 
 _URL_PREFIXES = ("http://", "https://", "git://", "ssh://", "git@")
 _INDEX_PAGES = frozenset({"index", "readme", "_index"})
@@ -33,10 +33,32 @@ def is_remote(location: str) -> bool:
     return location.startswith(_URL_PREFIXES)
 
 
+def scp_host_path(location: str) -> tuple[str, str]:
+    """The host and path of an scp-form remote, `git@HOST:PATH` (`git@[::1]:PATH` for an IPv6 address)."""
+    rest = location[4:]
+    if rest.startswith("[") and "]" in rest:
+        host, _, after = rest[1:].partition("]")
+        return host, after.removeprefix(":")
+    host, _, path = rest.partition(":")
+    return host, path
+
+
+def remote_endpoint(location: str) -> tuple[str, int] | None:
+    """The host and port a clone URL connects to first (SSH's 22 for the scp form), or None for a local path."""
+    if location.startswith("git@"):
+        return scp_host_path(location)[0], 22
+    if not is_remote(location):
+        return None
+    parts = urlsplit(location)
+    if not parts.hostname:
+        return None
+    return parts.hostname, parts.port or {"http": 80, "https": 443, "git": 9418, "ssh": 22}[parts.scheme]
+
+
 def default_template(location: str) -> str | None:
     """The blob-view URL of a repository on GitHub or GitLab, when the clone URL says it is one."""
     if location.startswith("git@"):
-        host, _, path = location[4:].partition(":")
+        host, path = scp_host_path(location)
     elif is_remote(location):
         parts = urlsplit(location)
         host, path = parts.hostname or "", parts.path
@@ -96,26 +118,32 @@ class GitRepository:
         from dulwich import porcelain
         from dulwich.repo import Repo
 
-        if self.location.startswith(("http://", "https://", "git://", "ssh://")):
-            parts = urlsplit(self.location)
-            if parts.hostname:
-                default_port = {"http": 80, "https": 443, "git": 9418, "ssh": 22}[parts.scheme]
-                resolve_checked(
-                    parts.hostname, parts.port or default_port, allow_private=self.spec.allow_private_network
-                )
+        # The host is checked before dulwich connects (an SSH or git:// remote is then dulwich's or ssh's own
+        # connection); over HTTP(S), every connection dulwich opens, redirects included, goes through the same check.
+        endpoint = remote_endpoint(self.location)
+        if endpoint is not None:
+            resolve_checked(*endpoint, allow_private=self.spec.allow_private_network)
+        transport = {}
+        if self.location.startswith(("http://", "https://")):
+            from dulwich.client import default_user_agent_string
+
+            transport["pool_manager"] = checked_pool_manager(
+                allow_private=self.spec.allow_private_network,
+                user_agent=default_user_agent_string(),
+                timeout_s=self.settings.sync.request_timeout_s,
+            )
         target = self.settings.sources_dir / "git" / f"{self.name}.git"
         errors = io.BytesIO()
         try:
             if not (target / "HEAD").exists():
                 target.parent.mkdir(parents=True, exist_ok=True)
-                porcelain.clone(self.location, str(target), bare=True, checkout=False, errstream=errors)
+                porcelain.clone(self.location, str(target), bare=True, checkout=False, errstream=errors, **transport)
                 return Repo(str(target))
             repo = Repo(str(target))
-            # Fetched by remote name, so the remote-tracking refs (origin/<branch>) move; its URL follows the spec.
             config = repo.get_config()
             config.set((b"remote", b"origin"), b"url", self.location.encode())
             config.write_to_path()
-            porcelain.fetch(repo, "origin", errstream=errors)
+            self._fetch(repo, transport, errors)
             return repo
         except Exception as exc:  # dulwich raises many kinds (HangupException, GitProtocolError, OSError, ...)
             detail = errors.getvalue().decode("utf-8", "replace").strip().splitlines()
@@ -124,6 +152,20 @@ class GitRepository:
             raise SourceError(
                 f"cannot fetch {shown}: {type(exc).__name__}: {message}" + (f" ({detail[-1]})" if detail else "")
             ) from exc
+
+    def _fetch(self, repo, transport: dict, errors: io.BytesIO) -> None:
+        """`git fetch origin` into the mirror: the remote's branches move refs/remotes/origin/*, its tags refs/tags/*.
+        Through the client rather than porcelain.fetch, which takes no pool manager."""
+        from dulwich.client import get_transport_and_path
+        from dulwich.protocol import strip_peeled_refs
+
+        client, path = get_transport_and_path(self.location, config=repo.get_config_stack(), **transport)
+        result = client.fetch(path, repo, progress=errors.write)
+        refs = {name: sha for name, sha in strip_peeled_refs(result.refs).items() if sha is not None}
+        for prefix, base in ((b"refs/heads/", b"refs/remotes/origin"), (b"refs/tags/", b"refs/tags")):
+            repo.refs.import_refs(
+                base, {name[len(prefix) :]: sha for name, sha in refs.items() if name.startswith(prefix)}
+            )
 
     def snapshot(self) -> Snapshot:
         from dulwich.object_store import iter_tree_contents
