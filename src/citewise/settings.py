@@ -533,6 +533,16 @@ class Settings(BaseSettings):
             "(GET /api/analytics). A key listed here that is not in api_keys stops the start."
         ),
     )
+    ask_only_keys: tuple[str, ...] = Field(
+        (),
+        repr=False,
+        description=(
+            "Keys of `api_keys` that may only ask: questions (also streamed, /chat, /v1, /mcp), searches, ratings "
+            "and opening citations, but every upload and delete is 403. For a key that sits in public page source, "
+            "such as the chat widget's. A key listed here that is not in api_keys, or is also in admin_keys, stops "
+            "the start."
+        ),
+    )
     feedback: FeedbackSettings = Field(default_factory=FeedbackSettings)
     database_url: SecretStr | None = Field(
         None,
@@ -601,6 +611,23 @@ class Settings(BaseSettings):
             raise ValueError(
                 f"admin_keys entry {positions} is not one of api_keys: an admin key must also be an API key "
                 "(CITEWISE_API_KEYS maps it to its owner)"
+            )
+        return self
+
+    @model_validator(mode="after")
+    def _ask_only_keys_are_keys(self) -> Settings:
+        # Never echo the key itself: say which entry, and how to fix it.
+        unknown = [i + 1 for i, k in enumerate(self.ask_only_keys) if k not in self.api_keys]
+        if unknown:
+            raise ValueError(
+                f"ask_only_keys entry {', '.join(map(str, unknown))} is not one of api_keys: an ask-only key must "
+                "also be an API key (CITEWISE_API_KEYS maps it to its owner)"
+            )
+        both = [i + 1 for i, k in enumerate(self.ask_only_keys) if k in self.admin_keys]
+        if both:
+            raise ValueError(
+                f"ask_only_keys entry {', '.join(map(str, both))} is also in admin_keys: a key that may only ask "
+                "cannot have the admin role (give the admin a key of its own)"
             )
         return self
 

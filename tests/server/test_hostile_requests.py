@@ -76,6 +76,28 @@ def test_a_huge_body_without_a_key_is_refused_before_it_is_read(keyed_server):
     assert psutil.Process().memory_info().rss - rss < 50 * MB
 
 
+def test_an_ask_only_key_is_refused_a_write_before_its_body_is_read(keyed_settings, make_kb, live_server):
+    """An upload of 200 MB (under the ~1 GB an upload may send) with a valid ask-only key: the 403 comes from the
+    headers at once, the connection is closed, nothing of the body is read or stored."""
+    settings = keyed_settings.model_copy(update={"ask_only_keys": ("key-alice",)})
+    server = live_server(create_app(settings, kb=make_kb(settings)))
+    key = "Authorization: Bearer key-alice"
+    rss = psutil.Process().memory_info().rss
+    started = time.monotonic()
+    multipart = "Content-Type: multipart/form-data; boundary=x"
+    upload = head("POST", "/api/documents", length=200 * MB, extra=key).replace(
+        "Content-Type: application/json", multipart
+    )
+    response, closed = raw_request(server.url, upload, b"--x\r\n" + b" " * MB)
+    assert status_of(response) == 403 and b"ask_only_keys" in response, response[:300]
+    assert closed and time.monotonic() - started < 5
+    delete = head("DELETE", "/api/documents/0b9e3a52-7d1c-5f4e-9a6b-2c8d1e0f3a47", length=10 * MB, extra=key)
+    response, closed = raw_request(server.url, delete, b" " * MB)
+    assert status_of(response) == 403 and closed
+    assert psutil.Process().memory_info().rss - rss < 50 * MB
+    assert not settings.uploads_path.exists()
+
+
 def test_bodies_over_the_limit_are_413_with_a_key(keyed_server):
     key = "Authorization: Bearer key-alice"
     response, closed = raw_request(keyed_server.url, head("POST", "/api/agent/run", length=200 * MB, extra=key))

@@ -7,6 +7,10 @@ With `CITEWISE_API_KEYS` set (JSON object, key → owner) every API request must
 `Authorization: Bearer <key>` or `X-API-Key: <key>`, and acts as that key's owner: it sees and retrieves its own
 documents plus public ones. Without keys the server is a single-user local tool: every request acts as the
 `public` owner, so what anyone uploads is visible to everyone who can reach the port.
+
+Two roles on top of a key: `admin_keys` may also read their owner's analytics; `ask_only_keys` may only ask (a key
+in public page source, such as the widget's): the routes that change documents are marked with the `writes`
+dependency, and the gate refuses them to such a key (403) before their body is read.
 """
 
 from __future__ import annotations
@@ -39,6 +43,20 @@ class Caller:
     key_id: str | None  # a non-secret label for the key (used for rate limiting and logs), None without keys
     # May read its owner's answer analytics: a key in `admin_keys`, or anyone when no keys are set (a local tool).
     admin: bool = False
+    # May ask, search, rate and open citations, but not upload or delete: a key in `ask_only_keys`.
+    ask_only: bool = False
+
+
+def writes() -> None:
+    """Marks a route that changes documents (`dependencies=[Depends(writes)]`): the request gate refuses it to an
+    ask-only key with 403, from the headers, before the body is read."""
+
+
+def refuse_ask_only() -> HTTPException:
+    return HTTPException(
+        status.HTTP_403_FORBIDDEN,
+        detail="This API key may only ask questions: uploads and deletes need another key (settings: ask_only_keys).",
+    )
 
 
 def presented_key(headers: Mapping[str, str]) -> str | None:
@@ -49,8 +67,13 @@ def presented_key(headers: Mapping[str, str]) -> str | None:
     return headers.get("x-api-key") or None
 
 
-def resolve_caller(headers: Mapping[str, str], api_keys: dict[str, str], admin_keys: Collection[str] = ()) -> Caller:
-    """The caller's owner; 401 when keys are configured and none (or an unknown one) was presented."""
+def resolve_caller(
+    headers: Mapping[str, str],
+    api_keys: dict[str, str],
+    admin_keys: Collection[str] = (),
+    ask_only_keys: Collection[str] = (),
+) -> Caller:
+    """The caller's owner and roles; 401 when keys are configured and none (or an unknown one) was presented."""
     if not api_keys:
         return Caller(owner=PUBLIC, key_id=None, admin=True)
     key = presented_key(headers)
@@ -63,8 +86,9 @@ def resolve_caller(headers: Mapping[str, str], api_keys: dict[str, str], admin_k
     for candidate, owner in api_keys.items():
         # Constant-time comparison: response timing must not reveal how much of a key was right.
         if hmac.compare_digest(candidate.encode(), key.encode()):
-            admin = any(hmac.compare_digest(candidate.encode(), k.encode()) for k in admin_keys)
-            return Caller(owner=Owner.of(owner), key_id=_key_label(candidate), admin=admin)
+            ask_only = any(hmac.compare_digest(candidate.encode(), k.encode()) for k in ask_only_keys)
+            admin = not ask_only and any(hmac.compare_digest(candidate.encode(), k.encode()) for k in admin_keys)
+            return Caller(owner=Owner.of(owner), key_id=_key_label(candidate), admin=admin, ask_only=ask_only)
     raise HTTPException(status.HTTP_401_UNAUTHORIZED, detail="Invalid API key.", headers={"WWW-Authenticate": "Bearer"})
 
 

@@ -10,7 +10,8 @@ in order, with nothing read but the headers:
    handed to the gate, such as the MCP endpoint): no or a wrong key → 401; once a client address has used up
    `server.auth_failures_per_minute` failures, every request from it → 429, whatever key it carries, until its
    allowance refills (a right key must not stand out from the wrong ones, or a guesser would learn it);
-3. the caller's rate limit, per key and client address → 429 with Retry-After;
+3. the caller's rate limit, per key and client address → 429 with Retry-After; then its role: a route that
+   changes documents (marked with `auth.writes`) → 403 for an ask-only key (`ask_only_keys`);
 4. the body: over the route's limit by its Content-Length → 413 at once; a streamed (chunked) body is counted as it
    arrives and cut off at the limit with 413; a body not complete within `server.body_timeout_s` → 408.
 
@@ -37,7 +38,7 @@ from starlette.requests import ClientDisconnect
 from starlette.routing import BaseRoute, Match, Route
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from citewise.server.auth import Caller, resolve_caller, retry_after_header
+from citewise.server.auth import Caller, refuse_ask_only, resolve_caller, retry_after_header, writes
 from citewise.server.http_errors import error_body
 
 if TYPE_CHECKING:
@@ -66,7 +67,7 @@ class RequestGate:
             await _reply(scope, send, 405, "Method Not Allowed", {"allow": ", ".join(sorted(allowed))})
             return
         if route is not None and _needs_caller(route):
-            rejection = await self._admit(scope)
+            rejection = await self._admit(scope, route)
             if rejection is not None:
                 await _reply(scope, send, *rejection)
                 return
@@ -97,20 +98,22 @@ class RequestGate:
                 allowed |= getattr(route, "methods", None) or set()
         return None, None, allowed
 
-    async def _admit(self, scope: Scope) -> tuple[int, str, dict[str, str]] | None:
-        """Authenticate and rate-limit; None when the request may go on (the caller is then in the scope)."""
-        state = self.state
+    async def _admit(self, scope: Scope, route: BaseRoute) -> tuple[int, str, dict[str, str]] | None:
+        """Authenticate, rate-limit and check the caller's role; None when the request may go on (the caller is
+        then in the scope)."""
+        state, settings = self.state, self.state.settings
         client = _client(scope)
         failures = f"ip:{client}"
-        if state.settings.api_keys:
+        if settings.api_keys:
             # Failed checks are limited per address, and an address that has used up its failures is refused before
             # its key is looked at: were a right key still let through, each 429 would tell a guesser "wrong key",
             # and the one 200 which guess was right. Only looked at, not counted: the key may be right.
             wait = await state.auth_failures.apeek(failures)
             if wait > 0:
                 return _rate_limited(_TOO_MANY_FAILURES, wait)
+        headers = Headers(scope=scope)
         try:
-            caller = resolve_caller(Headers(scope=scope), state.settings.api_keys, state.settings.admin_keys)
+            caller = resolve_caller(headers, settings.api_keys, settings.admin_keys, settings.ask_only_keys)
         except HTTPException as exc:
             wait = await state.auth_failures.aacquire(failures)
             if wait > 0:
@@ -121,8 +124,11 @@ class RequestGate:
         # PostgreSQL the buckets are shared by every replica.
         wait = await state.limiter.aacquire(f"{caller.key_id}@{client}" if caller.key_id else f"ip:{client}")
         if wait > 0:
-            per_minute = state.settings.server.rate_limit_per_minute
+            per_minute = settings.server.rate_limit_per_minute
             return _rate_limited(f"Rate limit of {per_minute} requests per minute exceeded.", wait)
+        if caller.ask_only and _writes(route):
+            refused = refuse_ask_only()
+            return refused.status_code, str(refused.detail), {}
         scope[CALLER_SCOPE_KEY] = caller
         return None
 
@@ -148,6 +154,17 @@ def _needs_caller(route: BaseRoute) -> bool:
     if cached is None:
         cached = _depends_on(route.dependant, get_caller)
         route._citewise_needs_caller = cached  # type: ignore[attr-defined]
+    return cached
+
+
+def _writes(route: BaseRoute) -> bool:
+    """Whether a route changes documents (depends on `auth.writes`). A plain ASGI route (MCP) only reads."""
+    if not isinstance(route, APIRoute):
+        return False
+    cached = getattr(route, "_citewise_writes", None)
+    if cached is None:
+        cached = _depends_on(route.dependant, writes)
+        route._citewise_writes = cached  # type: ignore[attr-defined]
     return cached
 
 

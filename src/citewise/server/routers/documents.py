@@ -24,11 +24,12 @@ from concurrent.futures import Future
 from pathlib import Path, PurePosixPath, PureWindowsPath
 from typing import Annotated
 
-from fastapi import APIRouter, File, HTTPException, Query, Response, UploadFile, status
+from fastapi import APIRouter, Depends, File, HTTPException, Query, Response, UploadFile, status
 from pydantic import BaseModel, create_model
 
 from citewise.errors import CitewiseError, ConfigError
 from citewise.ingest.pipeline import SUPPORTED_SUFFIXES, Ingestor, remove_document
+from citewise.server.auth import writes
 from citewise.server.deps import CallerDep, ServerState, StateDep
 from citewise.server.schemas import GATE_ERRORS, error_responses
 from citewise.server.writer import QueueFull, Slot
@@ -149,8 +150,9 @@ def _upload_dir(settings: Settings, owner: str) -> Path:
 @router.post(
     "/documents",
     summary="Upload documents and ingest them",
+    dependencies=[Depends(writes)],
     responses={
-        **error_responses(400, 415, 503),
+        **error_responses(400, 403, 415, 503),
         202: {"description": "Accepted; still being written after server.write_wait_s (documents PENDING)"},
     },
 )
@@ -366,6 +368,7 @@ async def list_documents(
 @router.delete(
     "/documents/{doc_id}",
     summary="Delete one of the caller's documents",
+    dependencies=[Depends(writes)],
     responses={
         **error_responses(403, 404, 503),
         202: {"description": "Accepted; the delete is still queued after server.write_wait_s"},
