@@ -113,7 +113,8 @@ def _copy_llm_cache(source: Settings, db) -> int:
 
 
 def _copy_sources(source: Settings, db) -> int:
-    """The home's sources.sqlite3, row for row (sources/state.py; the columns are the same on both sides)."""
+    """The home's sources.sqlite3, row for row (sources/state.py; the columns are the same on both sides), the
+    removals included, so a replica whose settings still declare a removed source does not bring it back."""
     path = source.index_dir / "sources.sqlite3"
     if not path.is_file():
         return 0
@@ -124,10 +125,14 @@ def _copy_sources(source: Settings, db) -> int:
             documents = [dict(r) for r in lite.execute("SELECT * FROM source_documents")]
         except sqlite3.DatabaseError:
             return 0
+        try:
+            removed = [dict(r) for r in lite.execute("SELECT * FROM removed_sources")]
+        except sqlite3.DatabaseError:  # a home written before removals were recorded
+            removed = []
     for row in sources:
         row["last_ok"] = None if row["last_ok"] is None else bool(row["last_ok"])
     with db.transaction() as conn, conn.cursor() as cursor:
-        for table, rows in (("sources", sources), ("source_documents", documents)):
+        for table, rows in (("sources", sources), ("source_documents", documents), ("removed_sources", removed)):
             if rows:
                 columns = list(rows[0])
                 cursor.executemany(

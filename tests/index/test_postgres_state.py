@@ -366,6 +366,12 @@ def test_sources_state_is_shared_through_the_database(pg_settings, make_kb, corp
     assert again.ok and again.unchanged == first.documents and not again.added and not again.chunks_embedded
     assert remove_source(other, "handbook") == first.documents
     assert writer.registry.list() == [] and source_runs(pg_settings) == []
+    # A replica started before the removal still declares the source in its settings: the removal, kept in the
+    # database, wins, so its scheduler neither lists nor syncs it; `sources add` (save_spec) declares it again.
+    replica = pg_settings.model_copy(update={"sources": {"handbook": SourceSpec(url=str(corpus), every="6h")}})
+    assert source_runs(replica) == [] and "was removed" in sync_source(writer, "handbook").error
+    open_source_state(pg_settings).save_spec("handbook", SourceSpec(url=str(corpus), every="6h"))
+    assert [run.name for run in source_runs(replica)] == ["handbook"]
     for home in (pg_settings.home, other_settings.home):
         assert not (home / "index").exists()
 

@@ -2,7 +2,10 @@
 
 One asyncio task per app, started and stopped by the app's lifespan. It wakes when the next source is due (and at
 least every `_MAX_SLEEP_S`, so a source added with `citewise sources add --every` while the server runs is picked
-up), runs the due syncs one after another in a worker thread, and sleeps again. An asyncio task rather than
+up), runs the due syncs one after another in a worker thread, and sleeps again. Each round asks which sources are
+declared now (`sources.config.all_specs`: citewise.toml read again, removals recorded in the state), never the
+settings the server started with alone: a source `citewise sources remove` removed while the server runs is not
+synced back, and a sync already waiting when it was removed stands down. An asyncio task rather than
 APScheduler: the work is one timer and a queue of one; "one at a time" is the loop awaiting each sync, shutdown is
 one event, and the schedule is the home's own record of each source's last start, so there is no second job store
 to keep in step with it.

@@ -4,17 +4,28 @@ citewise.toml is what a deployment is rebuilt from; the home keeps a copy of eac
 `citewise serve` and `sources list` know every source even when run from another directory. When both hold a
 source, citewise.toml wins. `citewise sources add` and `remove` edit the file with tomlkit, which keeps the
 comments and layout of the rest of it.
+
+A long-running process (the server's scheduler, `/api/sources`) asks again on every look: the file is read anew,
+so a source added or edited there is seen at once, and a source `citewise sources remove` removed — in this process
+or any other sharing the state — is not brought back by the settings this process read at its start, which still
+hold it, nor by a copy of the file older than the removal (another machine's, or one the server was started with
+from another folder).
 """
 
 from __future__ import annotations
 
+import logging
 import os
+import tomllib
+from datetime import UTC, datetime
 from pathlib import Path
 from urllib.parse import urlsplit, urlunsplit
 
 from citewise.errors import ConfigError
 from citewise.settings import SOURCE_NAME_RE, Settings, SourceKind, SourceSpec
 from citewise.sources.state import open_source_state
+
+log = logging.getLogger(__name__)
 
 
 def redact_url(url: str) -> str:
@@ -60,15 +71,44 @@ def kind_of(spec: SourceSpec) -> SourceKind:
 
 
 def all_specs(settings: Settings) -> dict[str, SourceSpec]:
-    """Every source: the home's, overridden by citewise.toml's."""
-    specs = open_source_state(settings).specs()
-    specs.update(settings.sources)
+    """Every source declared now: the home's, then `settings.sources` (citewise.toml and the environment as they were
+    when these settings were read), then citewise.toml as it is now. A source removed since (`citewise sources
+    remove`) is left out of the first two, and out of the file unless the file changed after the removal (a table
+    added back by hand); `sources add` and a sync that starts clear the removal."""
+    state = open_source_state(settings)
+    specs = state.specs()
+    removed = state.removed()
+    specs.update({name: spec for name, spec in settings.sources.items() if name not in removed})
+    declared, changed_at = _declared_in_file(config_path())
+    for name, spec in declared.items():
+        if name not in removed or (changed_at is not None and changed_at > removed[name]):
+            specs[name] = spec
     return dict(sorted(specs.items()))
+
+
+def _declared_in_file(path: Path) -> tuple[dict[str, SourceSpec], datetime | None]:
+    """The `[sources.NAME]` tables of the config file now, and when it last changed. A file that cannot be read or
+    holds an invalid source (an edit in progress) counts as declaring nothing new: the process keeps what it knows."""
+    try:
+        changed_at = datetime.fromtimestamp(path.stat().st_mtime, UTC)
+        tables = tomllib.loads(path.read_text(encoding="utf-8")).get("sources") or {}
+        return {check_name(n): SourceSpec.model_validate(t) for n, t in tables.items()}, changed_at
+    except FileNotFoundError:
+        return {}, None
+    except (OSError, ValueError, ConfigError, AttributeError) as exc:  # tomllib's and pydantic's errors are ValueErrors
+        log.warning("Sources: %s was not read again (%s); using the sources read before", path, exc)
+        return {}, None
 
 
 def spec_of(settings: Settings, name: str) -> SourceSpec:
     specs = all_specs(settings)
     if name not in specs:
+        removed = open_source_state(settings).removed().get(name)
+        if removed is not None:
+            raise ConfigError(
+                f"Source {name!r} was removed ({removed.isoformat(timespec='seconds')}, `citewise sources remove`). "
+                "Declare it again with `citewise sources add`."
+            )
         known = ", ".join(specs) or "none yet"
         raise ConfigError(f"No source named {name!r} (sources: {known}). Add one with `citewise sources add`.")
     return specs[name]

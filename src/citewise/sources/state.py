@@ -1,7 +1,7 @@
 """What the home remembers about sources: each one's spec and last sync, and what each of its documents was.
 
-`CITEWISE_HOME/index/sources.sqlite3` (or, with `store = "postgres"`, the same two tables in the database, where
-every replica and ingest worker shares them: `PgSourceState`, migration 2), two tables:
+`CITEWISE_HOME/index/sources.sqlite3` (or, with `store = "postgres"`, the same tables in the database, where
+every replica and ingest worker shares them: `PgSourceState`, migrations 2 and 4):
 
     sources            name → spec (JSON), when it was added, its last run (start, end, ok, error, report JSON)
                        and its last good sync
@@ -9,6 +9,8 @@ every replica and ingest worker shares them: `PgSourceState`, migration 2), two 
                        indexed: noindex, a canonical alias), and what lets the next sync skip it: the URL, ETag,
                        Last-Modified, content hash and the page's links (web), the blob id and commit (Git); plus
                        the redirect chain that led to it and a note (why it was not indexed)
+    removed_sources    name → when `citewise sources remove` removed it: settings read before that (a running
+                       server's, another machine's citewise.toml) still declare it, and must not bring it back
 
 Per-document facts live here, not in the vector store, so the store keeps one row per chunk and nothing else. The
 commit a Git document was read at is also on its registry row (`DocumentRecord.revision`), where citations get it.
@@ -22,6 +24,7 @@ import sqlite3
 from collections.abc import Iterable, Iterator
 from contextlib import closing, contextmanager
 from dataclasses import asdict, dataclass, field
+from datetime import UTC, datetime
 from pathlib import Path
 
 from pydantic import BaseModel, Field
@@ -58,6 +61,10 @@ CREATE TABLE IF NOT EXISTS source_documents (
     PRIMARY KEY (source, key)
 );
 CREATE INDEX IF NOT EXISTS source_documents_doc ON source_documents(doc_id);
+CREATE TABLE IF NOT EXISTS removed_sources (
+    name TEXT PRIMARY KEY,
+    removed_at TEXT NOT NULL
+);
 """
 
 
@@ -122,6 +129,7 @@ class SourceState:
                 "ON CONFLICT(name) DO UPDATE SET spec = excluded.spec",
                 (name, spec.model_dump_json(exclude_defaults=True), now_iso()),
             )
+            db.execute("DELETE FROM removed_sources WHERE name = ?", (name,))
 
     def specs(self) -> dict[str, SourceSpec]:
         with self._db() as db:
@@ -154,6 +162,7 @@ class SourceState:
                 "ON CONFLICT(name) DO UPDATE SET spec = excluded.spec, last_started = excluded.last_started",
                 (name, spec.model_dump_json(exclude_defaults=True), now_iso(), now_iso()),
             )
+            db.execute("DELETE FROM removed_sources WHERE name = ?", (name,))
 
     def finished(self, name: str, *, ok: bool, error: str | None, report: dict) -> None:
         now = now_iso()
@@ -165,9 +174,21 @@ class SourceState:
             )
 
     def forget(self, name: str) -> None:
+        """The source's state goes; what stays is when it was removed (see `removed`)."""
         with self._db(write=True) as db:
             db.execute("DELETE FROM source_documents WHERE source = ?", (name,))
             db.execute("DELETE FROM sources WHERE name = ?", (name,))
+            db.execute(
+                "INSERT INTO removed_sources (name, removed_at) VALUES (?, ?) "
+                "ON CONFLICT(name) DO UPDATE SET removed_at = excluded.removed_at",
+                (name, removed_now()),
+            )
+
+    def removed(self) -> dict[str, datetime]:
+        """Name → when `citewise sources remove` removed it, for the sources not added or synced again since."""
+        with self._db() as db:
+            rows = db.execute("SELECT name, removed_at FROM removed_sources").fetchall()
+        return {name: datetime.fromisoformat(at) for name, at in rows}
 
     # -- documents ---------------------------------------------------------------------------------------------
     def documents(self, name: str) -> dict[str, SourceDocument]:
@@ -203,6 +224,11 @@ class SourceState:
         return found
 
 
+def removed_now() -> str:
+    """A removal's time, to the microsecond: it is compared with citewise.toml's modification time."""
+    return datetime.now(UTC).isoformat()
+
+
 def _document(values: dict) -> SourceDocument:
     values.pop("source", None)
     values["links"] = json.loads(values["links"] or "[]")
@@ -232,6 +258,7 @@ class PgSourceState:
                 "ON CONFLICT (name) DO UPDATE SET spec = excluded.spec",
                 (name, spec.model_dump_json(exclude_defaults=True), now_iso()),
             )
+            conn.execute("DELETE FROM removed_sources WHERE name = %s", (name,))
 
     def specs(self) -> dict[str, SourceSpec]:
         with self._db.transaction() as conn:
@@ -267,6 +294,7 @@ class PgSourceState:
                 "ON CONFLICT (name) DO UPDATE SET spec = excluded.spec, last_started = excluded.last_started",
                 (name, spec.model_dump_json(exclude_defaults=True), now_iso(), now_iso()),
             )
+            conn.execute("DELETE FROM removed_sources WHERE name = %s", (name,))
 
     def finished(self, name: str, *, ok: bool, error: str | None, report: dict) -> None:
         now = now_iso()
@@ -281,6 +309,16 @@ class PgSourceState:
         with self._db.transaction() as conn:
             conn.execute("DELETE FROM source_documents WHERE source = %s", (name,))
             conn.execute("DELETE FROM sources WHERE name = %s", (name,))
+            conn.execute(
+                "INSERT INTO removed_sources (name, removed_at) VALUES (%s, %s) "
+                "ON CONFLICT (name) DO UPDATE SET removed_at = excluded.removed_at",
+                (name, removed_now()),
+            )
+
+    def removed(self) -> dict[str, datetime]:
+        with self._db.transaction() as conn:
+            rows = conn.execute("SELECT name, removed_at FROM removed_sources").fetchall()
+        return {name: datetime.fromisoformat(at) for name, at in rows}
 
     def documents(self, name: str) -> dict[str, SourceDocument]:
         with self._db.transaction() as conn:

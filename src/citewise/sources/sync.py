@@ -105,6 +105,17 @@ def sync_source(
         kind = kind_of(spec)
         report.kind = str(kind)
         with kb.writing(wait_s=wait_s, on_wait=on_wait, cancelled=should_stop):
+            # Looked up again with the lock held: `citewise sources remove` may have run while this sync waited for
+            # it, and a sync of a removed source would bring its documents and state back.
+            spec = all_specs(settings).get(name)
+            if spec is None:
+                if only_if_due:
+                    report.ran = False
+                    report.notes.append("removed while this sync waited for the write lock: not synced")
+                    return report
+                raise SourceError("the source was removed while this sync waited for the write lock; nothing changed")
+            kind = kind_of(spec)
+            report.kind = str(kind)
             if only_if_due and not _still_due(state, name, spec):
                 report.ran = False
                 report.notes.append("not due any more: another process synced it while this one waited")

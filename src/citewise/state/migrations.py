@@ -1,6 +1,6 @@
 """The PostgreSQL schema as an ordered list of migrations: `citewise db upgrade` (or the first process to connect,
 with `postgres.auto_upgrade`) applies the ones a database has not seen, each in its own transaction, and records
-it in `citewise_schema`. Never edit a released migration: add the next one (the next table would be number 4;
+it in `citewise_schema`. Never edit a released migration: add the next one (the next table would be number 5;
 a new field of `DocumentRecord` is a new column of `documents`, which the registry's tests catch when missing).
 
 The chunks' vector column is created without a dimension: the first write types it to the embedding model's
@@ -237,6 +237,18 @@ CREATE TABLE feedback_ratings (
     rated_at   text NOT NULL
 );
 CREATE INDEX feedback_ratings_owner ON feedback_ratings (owner, rated_at);
+""",
+    ),
+    Migration(
+        4,
+        "sources removed, and when",
+        """
+-- sources/state.py: `citewise sources remove` records the removal here, so a replica whose settings (read at its
+-- start, or from its own copy of citewise.toml) still declare the source neither lists nor syncs it again.
+CREATE TABLE removed_sources (
+    name        text PRIMARY KEY,
+    removed_at  text NOT NULL
+);
 """,
     ),
 )
