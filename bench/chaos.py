@@ -4,9 +4,10 @@
 
 Starts `citewise serve` (uvicorn on loopback, API keys on) over a home with the test corpus, and a second one with a
 low rate limit, then runs the HTTP probes below, the CLI's sync agent mode against a misbehaving OpenAI-compatible
-server (tests/support/fake_openai.py, the tests' own), and the write-side probes of bench/chaos_ingest.py when it
-is there. Each probe returns {"name", "tried", "held", "detail"}; the run writes bench/results/chaos.json and exits
-non-zero unless every probe held. bench/report.py turns the JSON into BENCHMARKS.md's table.
+server (tests/support/fake_openai.py, the tests' own), and the write-side probes of bench/chaos_ingest.py (a run
+that can't import them fails, rather than report the rest as everything). Each probe returns {"name", "tried",
+"held", "detail"}; the run writes bench/results/chaos.json and exits non-zero unless every probe held.
+bench/report.py turns the JSON into BENCHMARKS.md's table.
 
 What "held" means is in each probe's docstring. The whole run takes a few minutes on a 2-core machine.
 """
@@ -33,11 +34,13 @@ import psutil
 from _common import ROOT, cli_env, write_result
 
 sys.path.insert(0, str(ROOT))  # the tests' fake OpenAI-compatible server is a probe tool here too
-from tests.support.fake_openai import FakeOpenAI, Fault
+from tests.support.fake_openai import FakeOpenAI, Fault, Reply
 
 Probe = Callable[[Path], dict]
-KEYS = {"k-alice": "alice", "k-bob": "bob", "k-ops": "public"}
+KEYS = {"k-alice": "alice", "k-bob": "bob", "k-ops": "public", "k-widget": "alice"}
+ASK_ONLY_KEYS = ["k-widget"]  # a key as the widget has it: in public page source, so it may only ask
 ALICE, BOB = {"Authorization": "Bearer k-alice"}, {"Authorization": "Bearer k-bob"}
+WIDGET = {"Authorization": "Bearer k-widget"}
 CORPUS = ROOT / "tests" / "fixtures" / "corpus"
 SECRET_DOC = ROOT / "tests" / "fixtures" / "agent_corpus" / "alice" / "vault-notes.md"
 QUESTION = "How do I pin the worker pool to a fixed number of threads?"
@@ -69,14 +72,18 @@ def _result(name: str, checks: list[tuple[bool, str]]) -> dict:
     }
 
 
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
 # -- the servers -------------------------------------------------------------------------------------------------
 class Server:
     """`citewise serve` in a subprocess on a free loopback port; its stderr goes to a log file."""
 
     def __init__(self, home: Path, log: Path, **env: str) -> None:
-        with socket.socket() as sock:
-            sock.bind(("127.0.0.1", 0))
-            self.port = sock.getsockname()[1]
+        self.port = _free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.log = log
         self._log_file = log.open("w")
@@ -128,6 +135,7 @@ def servers(workdir: Path) -> Iterator[None]:
         home,
         workdir / "keyed.log",
         CITEWISE_API_KEYS=json.dumps(KEYS),
+        CITEWISE_ASK_ONLY_KEYS=json.dumps(ASK_ONLY_KEYS),
         CITEWISE_SERVER__RATE_LIMIT_PER_MINUTE="0",
         **timeouts,
     )
@@ -174,8 +182,16 @@ def _raw(url: str, head: str, body: bytes = b"", *, send_all: int = 0, wait_s: f
         sock.close()
 
 
-def _head(path: str, *, length: int | None = None, chunked: bool = False, key: str | None = None) -> str:
-    lines = [f"POST {path} HTTP/1.1", "Host: chaos", "Content-Type: application/json"]
+def _head(
+    path: str,
+    *,
+    length: int | None = None,
+    chunked: bool = False,
+    key: str | None = None,
+    method: str = "POST",
+    kind: str = "application/json",
+) -> str:
+    lines = [f"{method} {path} HTTP/1.1", "Host: chaos", f"Content-Type: {kind}"]
     if length is not None:
         lines.append(f"Content-Length: {length}")
     if chunked:
@@ -378,6 +394,131 @@ def aborted_streams(workdir: Path) -> dict:
     )
 
 
+def ask_only_key(workdir: Path) -> dict:
+    """A key in `ask_only_keys` (the widget's kind) asks and opens citations as its owner, but a 200 MB upload with it
+    is 403 from the headers (connection closed, nothing read) and a delete of its owner's document is 403."""
+    server = SERVERS["keyed"]
+    checks = []
+    with httpx.Client(base_url=server.url, timeout=180) as client:
+        asked = client.post("/api/agent/run", headers=WIDGET, json={"question": QUESTION, "mode": "quote"})
+        checks.append((asked.status_code == 200, f"asks: {asked.status_code}"))
+        citations = asked.json().get("citations", []) if asked.status_code == 200 else []
+        if citations:
+            opened = client.get(f"/api/chunks/{citations[0]['chunk_id']}", headers=WIDGET).status_code
+            checks.append((opened == 200, f"opens a citation: {opened}"))
+        own = [d for d in client.get("/api/documents", headers=ALICE).json() if d["owner"] == "alice"]
+        doc_id = own[0]["doc_id"] if own else "00000000-0000-4000-8000-000000000000"
+        deleted = client.delete(f"/api/documents/{doc_id}", headers=WIDGET).status_code
+        checks.append((deleted == 403, f"deletes its owner's document: {deleted}"))
+        analytics = client.get("/api/analytics", headers=WIDGET).status_code
+        checks.append((analytics == 403, f"analytics: {analytics}"))
+    before = server.rss_mb
+    upload = _head("/api/documents", length=200 * MB, key="k-widget", kind="multipart/form-data; boundary=x")
+    status, closed = _raw(server.url, upload, b"--x\r\n", send_all=200 * MB)
+    checks.append((status == 403 and closed, f"200 MB upload: {status}, closed={closed}"))
+    after = server.rss_mb
+    checks.append((after - before < 50, f"server RSS {before} → {after} MB"))
+    return _result("ask-only key: asks, never writes", checks)
+
+
+def wrong_methods(workdir: Path) -> dict:
+    """OPTIONS (and other methods a route does not take) on API paths: 405 with the route's own Allow, not the web
+    page's `GET, HEAD`; decided before authentication."""
+    server = SERVERS["keyed"]
+    cases = [
+        ("OPTIONS", "/chat", "POST"),
+        ("OPTIONS", "/api/agent/run", "POST"),
+        ("OPTIONS", "/api/documents", "GET, POST"),
+        ("PUT", "/api/documents", "GET, POST"),
+        ("PATCH", "/api/documents/0b9e3a52-7d1c-5f4e-9a6b-2c8d1e0f3a47", "DELETE"),
+    ]
+    checks = []
+    with httpx.Client(base_url=server.url, timeout=30) as client:
+        for method, path, allow in cases:
+            response = client.request(method, path)
+            got = response.headers.get("allow")
+            checks.append(
+                (response.status_code == 405 and got == allow, f"{method} {path}: {response.status_code} {got}")
+            )
+    return _result("wrong methods → 405 with Allow", checks)
+
+
+def validation_errors(workdir: Path) -> dict:
+    """Every 422 has the schema's shape: `detail` is an array of {loc, msg, type}, whoever found the problem (the
+    request schema, the agent's own question limit, the feedback route)."""
+    server = SERVERS["keyed"]
+    cases = [
+        ("/api/agent/run", {}),
+        ("/api/agent/run", {"question": "ok", "mode": "sideways"}),
+        ("/api/agent/run", {"question": "why " * 1000}),  # within the schema, over agent.max_question_chars
+        ("/api/agent/stream", {"question": "ok", "top_k": "many"}),
+        ("/chat", {"message": 7, "history": "no"}),
+        ("/api/feedback", {"answer_id": "x", "rating": "meh"}),
+    ]
+    checks = []
+    with httpx.Client(base_url=server.url, headers=ALICE, timeout=60) as client:
+        for path, body in cases:
+            response = client.post(path, json=body)
+            detail = response.json().get("detail") if response.status_code == 422 else None
+            shaped = isinstance(detail, list) and all({"loc", "msg", "type"} <= set(d) for d in detail)
+            checks.append((shaped, f"{path} {json.dumps(body)[:30]}: {response.status_code} {type(detail).__name__}"))
+    return _result("422 detail is an array", checks)
+
+
+def _literal_stream(url: str, body: dict) -> tuple[str, dict, list[str]]:
+    """A client that knows only docs/server.md's token rule: concatenate `token` texts, forget them all on
+    `discard`. (the text shown at the end, the terminal event's data, the event names)."""
+    from httpx_sse import connect_sse
+
+    shown, names = "", []
+    with (
+        httpx.Client(base_url=url, timeout=120) as client,
+        connect_sse(client, "POST", "/api/agent/stream", json=body) as source,
+    ):
+        for event in source.iter_sse():
+            names.append(event.event)
+            if event.event == "token":
+                shown += json.loads(event.data)["text"]
+            elif event.event == "discard":
+                shown = ""
+            elif event.event in ("complete", "error"):
+                return shown, json.loads(event.data), names
+    raise RuntimeError("the stream ended without a terminal event")
+
+
+def stream_discard(workdir: Path) -> dict:
+    """A client following docs/server.md's SSE rule literally ends with exactly the answer, on every path that
+    replaces streamed text: a provider's reply cut off mid-stream and retried, text written beside a lookup, and a
+    draft the validator refuses (forced synthesis, with no reprompts allowed). Agent mode, a real
+    OpenAI-compatible server on loopback."""
+    invented = "Run `orbitron pool --pin 99` to pin the pool [1]."  # a command no source holds: never stands
+    plan = Fault(hang_s=0.01)  # the planner's call: answered normally
+    lookup = Reply(text="Let me look that up first.", tool_calls=[{"name": "search_docs", "args": {"query": "pool"}}])
+    cases = [
+        ("reply cut off, retried", [plan, Fault(truncate=True)]),
+        ("text beside a lookup", [plan, lookup]),
+        ("draft refused, forced synthesis", [plan, Reply(text=invented)]),
+    ]
+    checks = []
+    with FakeOpenAI() as fake:
+        env = _vendor_env(fake, CITEWISE_AGENT__MAX_REPROMPTS="0")
+        server = Server(workdir / "home", workdir / "vendor.log", **env)
+        try:
+            for label, script in cases:
+                fake.script(*script)
+                shown, answer, names = _literal_stream(server.url, {"question": QUESTION, "mode": "agent"})
+                expected = "" if answer.get("status") == "error" or answer.get("cached") else answer.get("answer")
+                ok = "discard" in names and shown == expected and answer.get("status") in ("success", "refused")
+                checks.append(
+                    (ok, f"{label}: {answer.get('exit_reason')}, shown {'=' if shown == expected else '≠'} answer")
+                )
+        finally:
+            server.stop()
+        problems = server.log_problems()
+    checks.append((not problems, f"{len(problems)} ERROR/traceback lines in its log"))
+    return _result("a literal SSE client ends with the answer", checks)
+
+
 def forged_addresses(workdir: Path) -> dict:
     """X-Forwarded-For from an untrusted peer is ignored: 30 requests with 30 forged addresses against a 10/min
     limit get at most 10 through; and failed keys are limited per address (10/min) on the keyed server, the right
@@ -471,6 +612,80 @@ def sync_questions(workdir: Path) -> dict:
     )
 
 
+def tool_budget(workdir: Path) -> dict:
+    """A model that keeps looking things up past agent.max_tool_calls and then writes nothing: the run ends with
+    MAX_TOOL_CALLS_REACHED and status success or refused, answered from what the lookups found (not `error`)."""
+    home = workdir / "home"
+    _cli("ingest", str(CORPUS), home=home, timeout=600)
+    plan = Fault(hang_s=0.01)
+    searches = [
+        Reply(tool_calls=[{"name": "search_docs", "args": {"query": f"worker pool threads {i}"}}]) for i in range(4)
+    ]
+    checks = []
+    for label, after in (
+        ("then two empty replies", [Reply(), Reply()]),
+        (
+            "then one more lookup and nothing",
+            [Reply(tool_calls=[{"name": "search_docs", "args": {"query": "more"}}]), Reply()],
+        ),
+    ):
+        with FakeOpenAI() as fake:
+            fake.script(plan, *searches, *after)
+            env = _vendor_env(fake, CITEWISE_AGENT__MAX_TURNS="10")
+            done = _cli("ask", QUESTION, "--json", "--mode", "agent", home=home, timeout=120, **env)
+        try:
+            answer = json.loads(done.stdout.strip().splitlines()[-1])
+        except (ValueError, IndexError):
+            answer = {"exit_reason": f"no answer (exit {done.returncode}): {done.stderr[-200:]}"}
+        ok = answer.get("exit_reason") == "MAX_TOOL_CALLS_REACHED" and answer.get("status") in ("success", "refused")
+        checks.append(
+            (ok and "Traceback" not in done.stderr, f"{label}: {answer.get('exit_reason')}, {answer.get('status')}")
+        )
+    return _result("lookup budget spent → success or refused", checks)
+
+
+def start_up_errors(workdir: Path) -> dict:
+    """Configuration a process can't run with stops it at once with exit 2 and a message, never a traceback: an
+    `openai:` fallback without OPENAI_API_KEY (ask, agent mode), and `citewise serve` with an invalid owner id in
+    CITEWISE_API_KEYS or an ask-only key that is not a key (the message names the setting, never the key)."""
+    home = workdir / "home"
+    env = {k: v for k, v in _env(home).items() if k != "OPENAI_API_KEY"}
+    fallback = {
+        "CITEWISE_LLM": "openai:gpt-chaos",
+        "CITEWISE_LLM_API_KEY": "sk-chaos",
+        "CITEWISE_LLM_BASE_URL": "http://127.0.0.1:9/v1",
+        "CITEWISE_LLM_FALLBACKS": "openai:gpt-other",
+    }
+    done = subprocess.run(
+        [sys.executable, "-m", "citewise.cli", "ask", QUESTION, "--mode", "agent", "--json"],
+        env={**env, **fallback},
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    said = " ".join(done.stderr.split())
+    checks = [
+        (
+            done.returncode == 2 and "OPENAI_API_KEY" in said and "Traceback" not in said,
+            f"openai fallback without a key: exit {done.returncode}",
+        )
+    ]
+    bad = [
+        ("invalid owner id", {"CITEWISE_API_KEYS": json.dumps({"k-secret-1": "alice smith"})}, "invalid owner id"),
+        (
+            "ask-only key not a key",
+            {"CITEWISE_API_KEYS": json.dumps({"k-secret-1": "alice"}), "CITEWISE_ASK_ONLY_KEYS": '["k-secret-2"]'},
+            "ask_only_keys",
+        ),
+    ]
+    for label, extra, expected in bad:
+        done = _cli("serve", "--port", str(_free_port()), home=home, timeout=60, **extra)
+        said = " ".join(done.stderr.split())
+        ok = done.returncode == 2 and expected in said and "k-secret" not in said and "Traceback" not in said
+        checks.append((ok, f"serve with {label}: exit {done.returncode}"))
+    return _result("start-up configuration errors → exit 2", checks)
+
+
 def server_logs(workdir: Path) -> dict:
     """After every HTTP probe: nothing the servers logged is an ERROR or a traceback."""
     problems = [f"{name}: {line[:120]}" for name, s in SERVERS.items() for line in s.log_problems()]
@@ -485,18 +700,28 @@ HTTP_PROBES: list[Probe] = [
     concurrent_clients,
     cross_owner,
     aborted_streams,
-    forged_addresses,
+    ask_only_key,
+    wrong_methods,
+    validation_errors,
+    stream_discard,
+    forged_addresses,  # last on the keyed server: it uses up this address's failed authentications there
     server_logs,
 ]
-CLI_PROBES: list[Probe] = [provider_faults, sync_questions]
+CLI_PROBES: list[Probe] = [provider_faults, sync_questions, tool_budget, start_up_errors]
 
 
 def _ingest_probes() -> list[Probe]:
-    """The write-side probes (bench/chaos_ingest.py), when that script is there."""
+    """The write-side probes (bench/chaos_ingest.py). If they can't be imported, one probe that did not hold takes
+    their place: a run that silently left out the write side would still report every probe held."""
     try:
         import chaos_ingest
-    except ImportError:
-        return []
+    except Exception as exc:
+        reason = f"{type(exc).__name__}: {exc}"
+
+        def chaos_ingest_probes(workdir: Path) -> dict:
+            return {"name": "write-side probes (bench/chaos_ingest.py)", "tried": 1, "held": 0, "detail": reason}
+
+        return [chaos_ingest_probes]
     return list(chaos_ingest.PROBES)
 
 

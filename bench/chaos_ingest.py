@@ -71,26 +71,42 @@ def _result(name: str, checks: list[tuple[bool, str]]) -> dict:
 
 # -- probes ----------------------------------------------------------------------------------------------------
 def concurrent_ingests(workdir: Path) -> dict:
-    """Two `citewise ingest` runs of the same 300 files into one home at once: no chunk twice, doctor clean."""
+    """Two `citewise ingest` runs of the same 300 files into one home, the second started while the first holds the
+    write lock: the second says it waits for the first (by pid), then finds everything indexed; no chunk twice,
+    doctor clean."""
     docs = _docs(workdir / "docs", 300)
     home = workdir / "home"
-    procs = [
-        subprocess.Popen(
+
+    def ingest() -> subprocess.Popen:
+        return subprocess.Popen(
             [sys.executable, "-m", "citewise.cli", "ingest", str(docs), "--json"],
             env=cli_env(home),
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             text=True,
         )
-        for _ in range(2)
-    ]
+
+    first = ingest()
+    deadline = time.monotonic() + 120
+    lock = home / "write.lock"
+    while first.poll() is None and time.monotonic() < deadline:  # the lock file names its holder once it is held
+        if lock.exists() and lock.read_text(errors="replace").split("\n", 1)[0].strip() == str(first.pid):
+            break
+        time.sleep(0.05)
+    held = first.poll() is None
+    second = ingest()
+    procs = [first, second]
     outputs = [p.communicate(timeout=240) for p in procs]
     checks = [
         (p.returncode == 0 and "Traceback" not in err, f"ingest {i} exit {p.returncode} {err[-200:]}")
         for i, (p, (_, err)) in enumerate(zip(procs, outputs, strict=True))
     ]
-    waited = any("Waiting for another writer" in err for _, err in outputs)
-    checks.append((True, "second writer waited" if waited else "runs did not overlap"))
+    checks.append((held, "the first ingest held the lock when the second started"))
+    said = " ".join(outputs[1][1].split())
+    waited = "Waiting for another writer" in said and f"(pid {first.pid}:" in said
+    checks.append((waited, "the second writer waited for the first" if waited else "the second writer never waited"))
+    report = json.loads(outputs[1][0].strip().splitlines()[-1]) if second.returncode == 0 else {}
+    checks.append((report.get("unchanged") == 300, f"the second found {report.get('unchanged')} documents unchanged"))
     checks.append(_doctor_clean(home))
     listing = json.loads(_cli("docs", "list", "--json", home=home).stdout or "[]")
     checks.append((len(listing) == 300, f"{len(listing)} registry rows"))
