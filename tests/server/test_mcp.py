@@ -19,6 +19,7 @@ from mcp import Client, MCPError, StdioServerParameters
 from mcp.client.streamable_http import streamable_http_client
 from tests.agent.agent_support import ALICE, WORKER_QUESTION
 from tests.server.conftest import KEYS, VAULT_QUESTION, VAULT_SECRET, auth
+from tests.server.test_openai_api import checkpoints
 
 from citewise.agent.tools import MAX_QUERY_CHARS
 from citewise.index.knowledge_base import KnowledgeBase
@@ -130,8 +131,9 @@ def test_stdio_owner_reads_its_own_and_public_documents_only(served_home: Path):
     assert len(public) > 100 and "No document" in refused
 
 
-def test_http_transport_is_the_apis_keys_and_owners(agent_app, live_server):
+def test_http_transport_is_the_apis_keys_and_owners(agent_app, live_server, served_home):
     server = live_server(agent_app(api_keys=KEYS))
+    kept = checkpoints(served_home)
 
     async def main() -> tuple:
         async with http_client(server.url, "key-bob") as client:
@@ -144,6 +146,7 @@ def test_http_transport_is_the_apis_keys_and_owners(agent_app, live_server):
 
     found, bob, alice, docs = anyio.run(main)
     check(found)
+    assert checkpoints(served_home) == kept  # an MCP question has no conversation to keep: no LangGraph thread
     assert VAULT_SECRET not in str(bob.structured_content)
     assert VAULT_SECRET in alice.structured_content["answer"]  # her own notes, through her key
     assert {d["filename"] for d in docs} - {d["filename"] for d in found["documents"]} == {"vault-notes.md"}

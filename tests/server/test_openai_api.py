@@ -8,6 +8,9 @@ from __future__ import annotations
 import contextlib
 import io
 import re
+import shutil
+import sqlite3
+from contextlib import closing
 from pathlib import Path
 
 import httpx
@@ -23,6 +26,12 @@ from citewise.types import REFUSAL_TEXT, ExitReason
 
 UNANSWERABLE = "What is the recommended recipe for sourdough bread with rye flour?"
 DOCS = Path(__file__).parents[2] / "docs" / "openai-api.md"
+
+
+def checkpoints(home: Path) -> int:
+    """The LangGraph checkpoint rows the server's session store holds (SQLite under the home)."""
+    with closing(sqlite3.connect(home / "sessions.sqlite3")) as db:
+        return db.execute("SELECT count(*) FROM checkpoints").fetchone()[0]
 
 
 def client(server, key: str = "unused") -> openai.OpenAI:
@@ -98,6 +107,28 @@ def test_the_conversation_is_the_history_and_agent_drafts_never_leak(agent_app, 
     streamed = api.chat.completions.create(model="citewise-agent", messages=messages, stream=True)
     text = "".join(c.choices[0].delta.content or "" for c in streamed)
     assert text == completion.choices[0].message.content
+
+
+def test_a_call_without_a_session_keeps_no_checkpoint(agent_app, live_server, served_home, tmp_path):
+    """Citewise keeps nothing between two /v1 calls (the messages are the conversation), so a call writes no
+    LangGraph thread that nothing would ever resume: quote or agent, streamed or not, with a history or without."""
+    home = tmp_path / "home"
+    shutil.copytree(served_home, home, ignore=shutil.ignore_patterns("sessions.sqlite3*"))
+    server = live_server(agent_app(ScriptedChatModel([PLAN, WORKER_ANSWER] * 2), home=home))
+    api = client(server)
+    ask = [{"role": "user", "content": WORKER_QUESTION}]
+    history = [{"role": "user", "content": "Hello"}, {"role": "assistant", "content": "Hi."}, *ask]
+    quote = api.chat.completions.create(model="citewise-quote", messages=ask)
+    assert quote.citewise["session_id"] is None
+    list(api.chat.completions.create(model="citewise-quote", messages=history, stream=True))
+    agent = api.chat.completions.create(model="citewise-agent", messages=history)
+    assert agent.citewise["exit_reason"] == "COMPLETED" and agent.citewise["session_id"] is None
+    list(api.chat.completions.create(model="citewise-agent", messages=ask, stream=True))
+    assert checkpoints(home) == 0
+
+    # The same server keeps a conversation where the API offers one: the store is live, it was just not used.
+    kept = httpx.post(server.url + "/api/agent/run", json={"question": WORKER_QUESTION, "mode": "quote"}, timeout=120)
+    assert kept.json()["session_id"] and checkpoints(home) > 0
 
 
 def test_keys_owners_and_errors_are_the_apis(agent_app, live_server):

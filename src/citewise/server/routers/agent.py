@@ -48,7 +48,7 @@ _WORD = re.compile(r"\s*\S+\s*|\s+")
 class _PreparedRun:
     agent: Citewise
     request: RunRequest
-    session_id: str  # the one the client sees (the request holds the owner-scoped thread id)
+    session_id: str | None  # the one the client sees (the request holds the owner-scoped thread id); None: kept none
     caller: Caller
     surface: str = "stream"  # what the answer is kept as for feedback (the OpenAI adapter says "openai")
 
@@ -57,8 +57,16 @@ async def _prepare(body: AgentRequest, caller: CallerDep, state: StateDep) -> _P
     """The body as the agent's `RunRequest`, validated once, before the first byte: a dependency runs before the
     response starts (a stream's generator doesn't), so a bad request gets its 4xx, not a 200 stream that ends in an
     error event."""
-    session_id, thread_id = agent_session_id(caller, body.session_id)
-    agent = await state.agent()
+    return await prepare_run(body, caller, state)
+
+
+async def prepare_run(
+    body: AgentRequest, caller: Caller, state: StateDep, *, keep_session: bool = True, surface: str = "stream"
+) -> _PreparedRun:
+    """`_prepare` for the other surfaces that run through `stream`. keep_session=False: a caller that sends its
+    whole conversation every time (/v1) gets a run that keeps nothing on the server — no session id, no checkpoint."""
+    session_id, thread_id = agent_session_id(caller, body.session_id) if keep_session else (None, None)
+    agent = await state.agent(sessions=keep_session)
     request = agent.request(
         body.question,
         owner=caller.owner,
@@ -69,7 +77,7 @@ async def _prepare(body: AgentRequest, caller: CallerDep, state: StateDep) -> _P
         session_id=thread_id,
         trace=body.return_trace,
     )
-    return _PreparedRun(agent, request, session_id, caller)
+    return _PreparedRun(agent, request, session_id, caller, surface)
 
 
 PreparedDep = Annotated[_PreparedRun, Depends(_prepare)]
@@ -217,7 +225,7 @@ def _final_answer(event: dict[str, Any]) -> Answer | None:
     return answer if isinstance(answer, Answer) else None
 
 
-def _error_event(failure: BaseException | None, session_id: str) -> ServerSentEvent:
+def _error_event(failure: BaseException | None, session_id: str | None) -> ServerSentEvent:
     if failure is None:
         log.error("Stream %s ended without an answer", session_id)
         code, kind, detail = 500, "internal_error", "The run ended without an answer."
@@ -256,7 +264,7 @@ _FAILURE_TRACE = {
 }
 
 
-def log_failure(answer: Answer, session_id: str) -> None:
+def log_failure(answer: Answer, session_id: str | None) -> None:
     """Runs that failed are logged with the steps that explain why (the client only sees the exit reason)."""
     if answer.exit_reason in (ExitReason.RATE_LIMITED, ExitReason.LLM_ERROR) or answer.retrieval_failure:
         log.warning(

@@ -8,8 +8,8 @@ key rules, rate limits, metrics, sessions and exit reasons are exactly those of 
 - The model picks the answerer: `citewise` (the server's default), `citewise-quote` (no model), `citewise-agent`
   (the configured LLM).
 - The messages are the conversation: the last one is the question, the earlier user and assistant turns are its
-  history (Citewise keeps nothing between two calls, as OpenAI doesn't). System messages are not instructions to
-  Citewise: what it may say is decided by the docs alone.
+  history. Citewise keeps nothing between two calls, as OpenAI doesn't: no session, no checkpoint. System messages
+  are not instructions to Citewise: what it may say is decided by the docs alone.
 - The answer keeps its citations: `[n]` markers and a "Sources:" list in the content, and the whole structured
   Answer (citations, exit_reason, status, answer_id, ...) in an extra `citewise` field that OpenAI clients ignore.
   A refusal is an ordinary assistant message. A run the model provider rate limited is not: it is OpenAI's 429
@@ -97,8 +97,7 @@ async def chat_completions(body: ChatCompletionRequest, caller: CallerDep, state
     path = "/v1/chat/completions"
     try:
         request = _agent_request(body)
-        run = await agent_router._prepare(request, caller, state)
-        run.surface = "openai"
+        run = await agent_router.prepare_run(request, caller, state, keep_session=False, surface="openai")
     except _Refused as exc:
         return JSONResponse(error_body(path, exc.status, exc.message, code=exc.code), status_code=exc.status)
     except CitewiseError as exc:
