@@ -1,4 +1,5 @@
-"""Incremental, failure-tolerant ingestion against the real index."""
+"""Incremental, failure-tolerant ingestion against the real index, on both engines: LanceDB in the home and
+PostgreSQL with pgvector (a fresh database on the session's server)."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ import time
 from pathlib import Path
 
 import pytest
+from pydantic import SecretStr
 
 from citewise.errors import ConfigError, IndexMismatchError
 from citewise.index.retriever import Retriever
@@ -20,6 +22,23 @@ from citewise.settings import Settings
 from citewise.types import DocStatus, make_doc_id
 
 BROKEN = Path(__file__).parents[1] / "fixtures" / "broken"
+
+
+@pytest.fixture(params=["lancedb", "postgres"])
+def settings(request, tmp_path) -> Settings:
+    """conftest's settings, on each engine in turn."""
+    if request.param == "lancedb":
+        return Settings(home=tmp_path / "home")
+    url = request.getfixturevalue("pg_url")
+    return Settings(home=tmp_path / "home", store="postgres", database_url=SecretStr(url))
+
+
+def _env(settings: Settings) -> dict[str, str]:
+    """A `citewise` subprocess's environment for these settings' home and engine."""
+    env = {**os.environ, "CITEWISE_HOME": str(settings.home), "CITEWISE_STORE": settings.store}
+    if settings.database_url is not None:
+        env["CITEWISE_DATABASE_URL"] = settings.database_url.get_secret_value()
+    return env
 
 
 def _chunk_count(kb) -> int:
@@ -74,12 +93,14 @@ def test_unchanged_reingest_does_not_load_the_embedding_model(tmp_path, corpus, 
         "from citewise.settings import Settings\n"
         "from citewise.index.knowledge_base import KnowledgeBase\n"
         "from citewise.ingest.pipeline import Ingestor\n"
-        f"kb = KnowledgeBase(Settings(home=Path({str(settings.home)!r})))\n"
+        "kb = KnowledgeBase(Settings())\n"
         f"r = Ingestor(kb).ingest_paths([Path({str(corpus)!r})])\n"
         "print(json.dumps({'embedded': r.chunks_embedded, 'unchanged': r.unchanged,"
         " 'st': 'sentence_transformers' in sys.modules, 'torch': 'torch' in sys.modules}))\n"
     )
-    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
+    proc = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, timeout=120, env=_env(settings)
+    )
     assert proc.returncode == 0, proc.stderr
     result = json.loads(proc.stdout.strip().splitlines()[-1])
     assert result == {"embedded": 0, "unchanged": result["unchanged"], "st": False, "torch": False}
@@ -224,12 +245,7 @@ def test_kill_9_mid_ingest_leaves_previous_index_queryable(tmp_path, settings, m
     for i in range(40):
         (docs / f"page{i:02d}.md").write_text(f"# Page {i}\n\nVersion two of page {i} mentions token{i}b.\n")
 
-    env = {
-        **os.environ,
-        "CITEWISE_HOME": str(settings.home),
-        "CITEWISE_INGEST__COMMIT_EVERY": "4",
-        "CITEWISE_INGEST__EMBED_BATCH_SIZE": "4",
-    }
+    env = {**_env(settings), "CITEWISE_INGEST__COMMIT_EVERY": "4", "CITEWISE_INGEST__EMBED_BATCH_SIZE": "4"}
     proc = subprocess.Popen(
         [sys.executable, "-m", "citewise.cli", "ingest", str(docs), "--json"],
         env=env,
@@ -267,6 +283,8 @@ def test_kill_9_mid_ingest_leaves_previous_index_queryable(tmp_path, settings, m
 def test_settings_change_reingests_everything(settings, make_kb, corpus):
     kb = make_kb(settings)
     Ingestor(kb).ingest_paths([corpus])
-    smaller = Settings(home=settings.home, ingest={"chunk_size": 400, "chunk_overlap": 50})
+    smaller = settings.model_copy(
+        update={"ingest": settings.ingest.model_copy(update={"chunk_size": 400, "chunk_overlap": 50})}
+    )
     report = Ingestor(make_kb(smaller)).ingest_paths([corpus])
     assert report.unchanged == 0 and report.indexed == report.seen

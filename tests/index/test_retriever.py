@@ -1,13 +1,18 @@
-"""Retrieval behaviour on a real index: modes, owner scoping, validation, the min-score gate, cache, selected text."""
+"""Retrieval behaviour on a real index: modes, owner scoping, validation, the min-score gate, cache, selected text.
+
+Each test that uses the knowledge base runs on both engines, LanceDB in the home and PostgreSQL with pgvector (a
+fresh database on the session's server): the behaviour is the retriever's, whichever store holds the chunks."""
 
 from __future__ import annotations
 
 import pytest
+from pydantic import SecretStr
 
 from citewise.errors import ValidationError
 from citewise.index.retriever import Retriever, reciprocal_rank_fusion
 from citewise.index.store import Hit
 from citewise.ingest.pipeline import Ingestor
+from citewise.settings import Settings
 
 PAGES = {
     "ops/backups.md": (
@@ -24,6 +29,15 @@ PAGES = {
     ),
 }
 SECRET = "# Salaries\n\nThe compensation band for staff engineers is confidential, reviewed every March.\n"
+
+
+@pytest.fixture(params=["lancedb", "postgres"])
+def settings(request, tmp_path) -> Settings:
+    """conftest's settings, on each engine in turn."""
+    if request.param == "lancedb":
+        return Settings(home=tmp_path / "home")
+    url = request.getfixturevalue("pg_url")
+    return Settings(home=tmp_path / "home", store="postgres", database_url=SecretStr(url))
 
 
 @pytest.fixture
@@ -171,6 +185,7 @@ def test_reciprocal_rank_fusion_by_hand():
     assert weighted[1].score == pytest.approx(1 / 8 + 0.5 / 6)
 
 
+@pytest.mark.parametrize("settings", ["lancedb"], indirect=True)  # LanceDB's own index; PostgreSQL's is HNSW always
 def test_large_index_gets_an_ann_index_and_still_finds_exact_neighbours(settings, make_kb):
     """Past retrieval.ann_index_threshold optimize() builds the vector index; searches must keep working on it."""
     import numpy as np
