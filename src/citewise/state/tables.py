@@ -10,7 +10,7 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 from citewise.state.database import Database
-from citewise.types import DocStatus, DocumentRecord
+from citewise.types import PUBLIC_OWNER, DocStatus, DocumentRecord
 
 _COLUMNS = list(DocumentRecord.model_fields)
 
@@ -119,9 +119,19 @@ def log_question(db: Database, record: dict[str, Any]) -> None:
         )
 
 
-def read_questions(db: Database) -> list[dict[str, Any]]:
+def read_questions(db: Database, *, owner: str | None = None, since: str | None = None) -> list[dict[str, Any]]:
+    """The logged questions in the order asked: every owner's, or `owner`'s only (a public question is stored
+    with no owner); every one, or those from `since` on (an ISO timestamp, compared with the record's own
+    `timestamp` as the JSON-lines log's reader does: a copied log keeps its dates, not the time of the copy)."""
+    sql, params = "SELECT record FROM questions WHERE true", []
+    if owner is not None:
+        sql += " AND coalesce(owner, %s) = %s"
+        params += [PUBLIC_OWNER, owner]
+    if since is not None:
+        sql += " AND record->>'timestamp' >= %s"
+        params.append(since)
     with db.transaction() as conn:
-        return [row[0] for row in conn.execute("SELECT record FROM questions ORDER BY id")]
+        return [row[0] for row in conn.execute(sql + " ORDER BY id", params)]
 
 
 # -- rate limits -------------------------------------------------------------------------------------------------
