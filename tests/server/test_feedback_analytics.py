@@ -1,5 +1,6 @@
 """Analytics read only what they report: one owner's questions of the period, filtered where the question log is
-read (a WHERE in PostgreSQL, line by line in the JSON-lines log), on both backends."""
+read (a WHERE in PostgreSQL, line by line in the JSON-lines log), on both backends. And the refusal codes they count
+have one table of words, which is also what a reader of a refused answer is sent."""
 
 from __future__ import annotations
 
@@ -7,10 +8,13 @@ import json
 from datetime import UTC, datetime
 
 import pytest
+from tests.agent.agent_support import WORKER_QUESTION
+from tests.server.conftest import PLAN
 
-from citewise.feedback.analytics import analytics_report, read_questions
+from citewise.feedback.analytics import REFUSAL_WORDS, analytics_report, read_questions
+from citewise.llm.testing import ScriptedChatModel
 from citewise.settings import Settings
-from citewise.types import PUBLIC_OWNER
+from citewise.types import PUBLIC_OWNER, REFUSAL_TEXT
 
 NOW = datetime(2026, 1, 31, 12, tzinfo=UTC)
 SINCE = "2026-01-01T12:00:00+00:00"  # NOW less 30 days
@@ -70,3 +74,16 @@ def test_the_log_is_read_for_one_owner_and_the_period_only(logged):
     assert (report["questions"], report["answered"], report["refused"]) == (2, 1, 1)
     assert report["unanswered"][0]["question"] == "Is there a sourdough recipe?" and len(report["unanswered"]) == 1
     assert report["unreadable_log_lines"] == unreadable and report["since"] == SINCE
+
+
+def test_a_refusal_is_sent_in_the_words_of_the_one_table(agent_app, started):
+    """The agent refuses (a code only: no refusal_detail of its own, unlike quote mode): the API sends the code's
+    words from the table the analytics use, so the web chat and the widget show them without a table of their own."""
+    client = started(agent_app(ScriptedChatModel([PLAN, REFUSAL_TEXT] * 2)))
+    ask = {"question": WORKER_QUESTION, "mode": "agent"}
+    run = client.post("/api/agent/run", json=ask).json()
+    assert run["status"] == "refused" and run["refusal_reason"] == "not_in_documentation"
+    assert run["refusal_detail"] == REFUSAL_WORDS["not_in_documentation"]
+    with client.stream("POST", "/api/agent/stream", json=ask) as events:
+        complete = json.loads([line for line in events.iter_lines() if line.startswith("data:")][-1][5:])
+    assert complete["refusal_detail"] == REFUSAL_WORDS["not_in_documentation"]

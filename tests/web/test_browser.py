@@ -290,6 +290,30 @@ def test_rate_limit_is_retried_and_a_full_context_offers_start_over(browser, scr
     page.close()
 
 
+@pytest.fixture
+def refusing_server(indexed, tmp_path) -> Iterator[LiveServer]:
+    """Agent mode: the model says the docs don't cover the question (the agent records only a refusal code)."""
+    from citewise.agent.runner import Citewise
+    from citewise.llm.testing import ScriptedChatModel
+
+    settings = quiet_settings(tmp_path / "home")
+    model = ScriptedChatModel(["", REFUSAL_TEXT] * 2)
+    with LiveServer(create_app(settings, citewise=Citewise(settings, kb=indexed, chat_model=model))) as live:
+        yield live
+
+
+def test_a_refusal_says_why_in_the_servers_words(browser, refusing_server):
+    """The page has no table of refusal codes: it shows the words the server sent with the answer."""
+    from citewise.feedback.analytics import REFUSAL_WORDS
+
+    page = open_page(browser, refusing_server, mode="agent")
+    ask(page, ANSWERABLE)
+    answer = last_answer(page, "refused")
+    assert answer.locator(".note-why").inner_text().strip() == REFUSAL_WORDS["not_in_documentation"]
+    assert page.errors == []
+    page.close()
+
+
 def test_sse_reader_handles_frames_split_anywhere(browser, server):
     """The page's own SSE parser (api.js), fed byte chunks cut mid-line, between CR and LF, and inside a multi-byte
     character, with a comment line and a multi-line data field."""

@@ -313,6 +313,27 @@ def test_widget_on_another_origin_streams_an_answer_and_opens_its_passage(browse
     page.context.close()
 
 
+def test_an_agent_refusal_says_why_in_the_servers_words(browser, indexed, sites, tmp_path):
+    """The agent records only a refusal code; the widget has no table of its own and shows the server's words."""
+    from citewise.agent.runner import Citewise
+    from citewise.feedback.analytics import REFUSAL_WORDS
+    from citewise.llm.testing import ScriptedChatModel
+
+    allowed, _ = sites
+    settings = quiet_settings(tmp_path / "home", api_keys=KEYS, server={"cors_origins": (allowed.origin,)})
+    model = ScriptedChatModel(["", REFUSAL_TEXT] * 2)
+    with LiveServer(create_app(settings, citewise=Citewise(settings, kb=indexed, chat_model=model))) as live:
+        allowed.pages["/agent/"] = host_page(html_tag(live.url))
+        page = open_host(browser, allowed.origin + "/agent/")
+        wait_ready(page)
+        page.click(".cw-launcher")
+        ask(page, ANSWERABLE)
+        refusal = answers(page, "refused")
+        assert refusal.locator(".cw-why").inner_text().strip() == REFUSAL_WORDS["not_in_documentation"]
+        assert page.errors == []
+        page.context.close()
+
+
 def test_citations_link_to_the_docs_site_and_the_conversation_follows(browser, linked, sites, request):
     allowed, _ = sites
     # Every page of the site, /docs/… included, carries the Docusaurus recipe's tag for this server.

@@ -26,7 +26,8 @@ if TYPE_CHECKING:
 
     from citewise.settings import Settings
 
-# The refusal codes in words (the web chat and the widget say the same).
+# The refusal codes in words: the one table. The analytics list refusals by them, and the server sends them as a
+# refused answer's refusal_detail (server/answer_text.py), which the web chat, the widget and MCP show as they are.
 REFUSAL_WORDS = {
     "empty_retrieval": "Nothing in the docs matched the question.",
     "weak_evidence": "The closest passages don't answer the question.",

@@ -19,6 +19,7 @@ from fastapi import Depends, Request
 from citewise.feedback.store import AnswerRecord, FeedbackStore
 from citewise.index.knowledge_base import KnowledgeBase
 from citewise.index.retriever import Retriever
+from citewise.server.answer_text import refusal_detail
 from citewise.server.auth import Caller, RateLimiter, SharedRateLimiter
 from citewise.server.gate import caller_of
 from citewise.server.metrics import Metrics
@@ -127,10 +128,11 @@ CallerDep = Annotated[Caller, Depends(get_caller)]
 def answer_json(
     answer: Any, *, session_id: str | None, include_trace: bool, answer_id: str | None = None
 ) -> dict[str, Any]:
-    """An Answer as the API returns it: the caller's own session id, the id to rate it by (POST /api/feedback), the
-    trace only when asked for."""
+    """An Answer as the API returns it: the caller's own session id, the id to rate it by (POST /api/feedback), why
+    a refusal refused in words (the web chat and the widget show it as sent), the trace only when asked for."""
     data = answer.model_dump(mode="json")
     data["session_id"] = session_id
+    data["refusal_detail"] = refusal_detail(answer)
     data["answer_id"] = answer_id
     if not include_trace:
         data["trace"] = []

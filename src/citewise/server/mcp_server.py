@@ -33,7 +33,7 @@ from starlette.types import Receive, Scope, Send
 from citewise import __version__
 from citewise.agent.tools import MAX_QUERY_CHARS
 from citewise.errors import CitewiseError, ValidationError
-from citewise.server.answer_text import answer_with_sources
+from citewise.server.answer_text import answer_with_sources, refusal_detail
 from citewise.server.gate import caller_of
 from citewise.server.schemas import MAX_MESSAGE_CHARS
 from citewise.types import MAX_SELECTED_TEXT_CHARS, Chunk, Owner
@@ -155,14 +155,14 @@ def build_mcp(agent: AgentProvider, owner_of: OwnerOf) -> MCPServer:
             status=str(answer.status),
             exit_reason=str(answer.exit_reason),
             citations=[CitationOut(**c.model_dump(include=set(CitationOut.model_fields))) for c in answer.citations],
-            refusal_detail=answer.refusal_detail,
+            refusal_detail=refusal_detail(answer),
             closest_sections=[
                 SectionOut(**s.model_dump(include=set(SectionOut.model_fields))) for s in answer.closest_sections
             ],
         )
         text = answer_with_sources(answer)
-        if answer.refusal_detail:
-            text += f"\n\n({answer.refusal_detail})"
+        if result.refusal_detail:
+            text += f"\n\n({result.refusal_detail})"
         return CallToolResult(
             content=[TextContent(type="text", text=text)],
             structured_content=result.model_dump(mode="json"),

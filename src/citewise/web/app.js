@@ -89,14 +89,6 @@ const sleep = (ms, signal) =>
   });
 
 // ---------------------------------------------------------------------------------------------------------------
-// A refusal's stable code in words, when the answer brings no refusal_detail of its own.
-const REFUSAL_WORDS = {
-  empty_retrieval: "Nothing in the docs matched the question.",
-  weak_evidence: "The closest passages don't answer this question.",
-  not_in_documentation: "The passages that were read don't answer this question.",
-  uncited_answer: "The answer could not be tied to a passage of the docs, so it is not shown.",
-};
-
 // One assistant message: thinking → streaming → done|refused|error|stopped.
 // ---------------------------------------------------------------------------------------------------------------
 
@@ -288,7 +280,7 @@ class AssistantMessage {
   renderNotes(answer) {
     this.notes.replaceChildren();
     if (answer.status === "refused") {
-      const why = answer.refusal_detail || REFUSAL_WORDS[answer.refusal_reason];
+      const why = answer.refusal_detail; // in words, from the server's one table: never a code
       if (why) this.notes.append(el("p", "note note-why", why));
       const sections = answer.closest_sections ?? [];
       if (sections.length) {

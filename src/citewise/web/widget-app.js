@@ -10,12 +10,6 @@ import { renderMarkdown, renderPassage } from "./render.js";
 const MAX_SELECTED_CHARS = 10_000;
 const KEPT_TURNS = 20;
 const DEFAULT_SELECTION_QUESTION = "What does this passage mean?";
-const REFUSAL_WORDS = {
-  empty_retrieval: "Nothing in the docs matched the question.",
-  weak_evidence: "The closest passages don't answer this question.",
-  not_in_documentation: "The passages that were read don't answer this question.",
-  uncited_answer: "The answer could not be tied to a passage of the docs, so it is not shown.",
-};
 const TRACE_LABELS = {
   plan: "Planning the search",
   tool_call: "Searching the docs",
@@ -407,7 +401,7 @@ export function mount({ host, root, shell, launcher, options }) {
       this.sources.hidden = !(answer.citations ?? []).length;
       this.notes.replaceChildren();
       if (refused) {
-        const why = answer.refusal_detail || REFUSAL_WORDS[answer.refusal_reason];
+        const why = answer.refusal_detail; // in words, from the server's one table: never a code
         if (why) this.notes.append(el("p", "cw-why", why));
         const sections = answer.closest_sections ?? [];
         if (sections.length) {
