@@ -12,10 +12,10 @@ from pathlib import Path
 
 import pytest
 import uvicorn
+from tests.support.settings import make_settings
 
 from citewise.index.knowledge_base import KnowledgeBase
 from citewise.ingest.pipeline import Ingestor
-from citewise.settings import ServerSettings, Settings
 
 CHROMIUM = Path("/usr/bin/chromium")
 CHROMIUM_ARGS = [
@@ -62,16 +62,10 @@ class LiveServer:
         self.sock.close()
 
 
-def quiet_settings(home: Path, **updates) -> Settings:
-    # Unlimited rate (every request comes from 127.0.0.1) and no question log in the temp home.
-    server = {"rate_limit_per_minute": 0, "log_questions": False, **updates.pop("server", {})}
-    return Settings(home=home, llm="extractive", server=ServerSettings(**server), **updates)
-
-
 @pytest.fixture(scope="module")
 def indexed(tmp_path_factory, embedder) -> KnowledgeBase:
     """The fixture corpus ingested once for every server in this module."""
-    kb = KnowledgeBase(quiet_settings(tmp_path_factory.mktemp("web") / "home"), embedder=embedder)
+    kb = KnowledgeBase(make_settings(tmp_path_factory.mktemp("web") / "home"), embedder=embedder)
     corpus = tmp_path_factory.mktemp("web-corpus") / "corpus"
     shutil.copytree(CORPUS, corpus)
     Ingestor(kb).ingest_paths([corpus])

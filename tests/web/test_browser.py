@@ -12,7 +12,8 @@ import shutil
 from collections.abc import Iterator
 
 import pytest
-from tests.web.conftest import ANSWERABLE, CHROMIUM, SCREENSHOTS, UNANSWERABLE, LiveServer, quiet_settings
+from tests.support.settings import make_settings
+from tests.web.conftest import ANSWERABLE, CHROMIUM, SCREENSHOTS, UNANSWERABLE, LiveServer
 
 from citewise.server import create_app
 from citewise.types import REFUSAL_TEXT
@@ -248,7 +249,7 @@ def scripted_server(indexed, tmp_path) -> Iterator[LiveServer]:
     from citewise.llm.testing import ScriptedChatModel
     from citewise.settings import AgentSettings, GenerationSettings
 
-    settings = quiet_settings(
+    settings = make_settings(
         tmp_path / "home",
         agent=AgentSettings(max_context_chars=1000),
         generation=GenerationSettings(llm_retries=0, llm_retry_wait_s=0, cache=False),
@@ -296,7 +297,7 @@ def refusing_server(indexed, tmp_path) -> Iterator[LiveServer]:
     from citewise.agent.runner import Citewise
     from citewise.llm.testing import ScriptedChatModel
 
-    settings = quiet_settings(tmp_path / "home")
+    settings = make_settings(tmp_path / "home")
     model = ScriptedChatModel(["", REFUSAL_TEXT] * 2)
     with LiveServer(create_app(settings, citewise=Citewise(settings, kb=indexed, chat_model=model))) as live:
         yield live
@@ -408,7 +409,7 @@ def drafting_server(indexed, tmp_path) -> Iterator[LiveServer]:
     from citewise.llm.testing import ScriptedChatModel
     from citewise.settings import AgentSettings, GenerationSettings
 
-    settings = quiet_settings(
+    settings = make_settings(
         tmp_path / "home",
         agent=AgentSettings(max_context_chars=60_000),
         generation=GenerationSettings(llm_retries=0, llm_retry_wait_s=0, cache=False),

@@ -17,6 +17,7 @@ from pathlib import Path
 
 import httpx
 import pytest
+from tests.support.settings import make_settings
 from tests.web.conftest import (
     ANSWERABLE,
     CHROMIUM,
@@ -24,7 +25,6 @@ from tests.web.conftest import (
     SCREENSHOTS,
     UNANSWERABLE,
     LiveServer,
-    quiet_settings,
 )
 
 from citewise.index.knowledge_base import KnowledgeBase
@@ -176,7 +176,7 @@ def linked(tmp_path_factory, embedder, sites) -> Iterator[LiveServer]:
     from citewise.agent.runner import Citewise
 
     allowed, _ = sites
-    settings = quiet_settings(
+    settings = make_settings(
         tmp_path_factory.mktemp("linked") / "home",
         api_keys=KEYS,
         ingest={"base_url": f"{allowed.origin}/docs/"},
@@ -320,7 +320,7 @@ def test_an_agent_refusal_says_why_in_the_servers_words(browser, indexed, sites,
     from citewise.llm.testing import ScriptedChatModel
 
     allowed, _ = sites
-    settings = quiet_settings(tmp_path / "home", api_keys=KEYS, server={"cors_origins": (allowed.origin,)})
+    settings = make_settings(tmp_path / "home", api_keys=KEYS, server={"cors_origins": (allowed.origin,)})
     model = ScriptedChatModel(["", REFUSAL_TEXT] * 2)
     with LiveServer(create_app(settings, citewise=Citewise(settings, kb=indexed, chat_model=model))) as live:
         allowed.pages["/agent/"] = host_page(html_tag(live.url))
