@@ -2,8 +2,9 @@
 
 `import lancedb` imports `lance_namespace`, which imports models from `lance_namespace_urllib3_client`, a client
 generated from the Lance REST namespace's OpenAPI spec. That package's `__init__` imports its whole REST API
-surface (every API class, the urllib3 configuration, the API client): about a second of a cold `citewise search`,
-for a client that talks to a LanceDB server, which a home on disk never does. LanceDB's local connection uses the
+surface (every API class, the urllib3 configuration, the API client): about a second of every cold start that
+imports LanceDB (the writers: searches read through `lance`, see lancedb_store.py), for a client that talks to a
+LanceDB server, which a home on disk never does. LanceDB's local connection uses the
 models only, and those are separate modules.
 
 `defer_package_init(name)` registers the package without running its `__init__`: its submodules import from the

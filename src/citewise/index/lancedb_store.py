@@ -6,6 +6,13 @@ incrementally by `optimize()`; rows written since are still searched (flat), so 
 
 Writers are serialised by the home's write lock (write_lock.py); a commit that still meets a concurrent one (a
 "retryable commit conflict" from Lance) is retried on the latest version with backoff, by tenacity.
+
+Reads go to the same table through `lance`, the engine LanceDB drives, with the parameters LanceDB's query builder
+passes it (`_LanceReads`): only writers import `lancedb`, whose Python package (its REST namespace models above
+all) cost a cold `citewise search` more than the engine and the model runtime together. A store in memory (the
+scratch store of a selected-text search) is out of `lance`'s reach, LanceDB's memory object store being its own,
+and is read through LanceDB's query builder (`_LanceDBReads`); tests/index/test_lance_reads.py holds both to the
+same results.
 """
 
 from __future__ import annotations
@@ -14,14 +21,15 @@ import os
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from datetime import timedelta
 from pathlib import Path
+from typing import Any, Protocol
 
 # Lance logs deprecation chatter from Rust at WARN; users should only see our own messages.
 os.environ.setdefault("LANCE_LOG", "error")
 
-import lancedb
+import lance
 import numpy as np
 import pyarrow as pa
-from lancedb.index import FTS, Bitmap, BTree, IvfHnswSq
+from lance.query import MatchQuery, PhraseQuery
 from tenacity import retry, retry_if_exception, stop_after_attempt, wait_exponential_jitter
 
 from citewise.errors import RetrievalError
@@ -29,6 +37,13 @@ from citewise.index.store import Hit, chunk_counts, in_list, search_text
 from citewise.types import Chunk
 
 TABLE = "chunks"
+
+# What LanceDB's query builder (lancedb 0.40, rust/lancedb/src/table/query.rs `create_plan`) sets on Lance's
+# scanner beyond what each query names: every query prefilters, and a vector query probes 20 IVF partitions
+# (`VectorQueryRequest::default`: minimum_nprobes 20). The Lance inside LanceDB probes exactly those 20; the
+# `lance` package (14) reads a minimum alone as the start of an adaptive search, so the same probe is nprobes=20.
+# tests/index/test_lance_reads.py compares both readers through a 48-partition index, filtered and not.
+_NPROBES = 20
 
 _META_FIELDS = [
     ("chunk_id", pa.string()),
@@ -80,14 +95,141 @@ def _vector_matrix(rows: pa.Table) -> np.ndarray:
     return column.flatten().to_numpy().reshape(len(column), -1).astype(np.float32, copy=False)
 
 
+class _Reads(Protocol):
+    """One table's reads, at the version last checked out."""
+
+    @property
+    def version(self) -> int: ...
+
+    def refresh(self) -> bool:
+        """Check out the latest version; True when it changed."""
+
+    def count(self) -> int: ...
+
+    def indexed_columns(self) -> set[str]: ...
+
+    def scan(self, columns: list[str] | None, where: str | None = None, limit: int | None = None) -> pa.Table: ...
+
+    def nearest(self, vector: np.ndarray, limit: int, where: str | None, refine_factor: int | None) -> pa.Table:
+        """chunk_id and cosine `_distance` of the nearest rows, nearest first."""
+
+    def match(self, text: str, limit: int, where: str | None, columns: list[str]) -> pa.Table:
+        """`columns` and the BM25 `_score` of the rows whose search_text matches `text`, best first."""
+
+
+class _LanceReads:
+    """A table on disk read through `lance`. Each version is its own dataset object (they share Lance's caches):
+    a refresh swaps in the new one, so a search running on another thread keeps the version it started on."""
+
+    def __init__(self, dataset: lance.LanceDataset) -> None:
+        self._dataset = dataset
+
+    @classmethod
+    def open(cls, uri: str) -> _LanceReads | None:
+        """The table under `uri` (a LanceDB folder), or None while no writer has created it."""
+        root = Path(uri)
+        if root.exists() and not root.is_dir():
+            raise NotADirectoryError(f"{root} is not a folder")
+        location = root / f"{TABLE}.lance"
+        return cls(lance.dataset(str(location))) if location.is_dir() else None
+
+    @property
+    def version(self) -> int:
+        return self._dataset.version
+
+    def refresh(self) -> bool:
+        latest = self._dataset.latest_version
+        if latest == self._dataset.version:
+            return False
+        self._dataset = self._dataset.checkout_version(latest)
+        return True
+
+    def count(self) -> int:
+        return self._dataset.count_rows()
+
+    def indexed_columns(self) -> set[str]:
+        return {ix.field_names[0] for ix in self._dataset.describe_indices() if ix.field_names}
+
+    def scan(self, columns: list[str] | None, where: str | None = None, limit: int | None = None) -> pa.Table:
+        return self._dataset.to_table(columns=columns, filter=where, limit=limit)
+
+    def nearest(self, vector: np.ndarray, limit: int, where: str | None, refine_factor: int | None) -> pa.Table:
+        nearest: dict[str, Any] = {
+            "column": "vector",
+            "q": vector,
+            "k": limit,
+            "metric": "cosine",
+            "nprobes": _NPROBES,
+        }
+        if refine_factor is not None:
+            nearest["refine_factor"] = refine_factor
+        return self._dataset.to_table(
+            columns=["chunk_id", "_distance"], nearest=nearest, filter=where, prefilter=True, limit=limit
+        )
+
+    def match(self, text: str, limit: int, where: str | None, columns: list[str]) -> pa.Table:
+        # LanceDB's binding reads a query in double quotes as a phrase, anything else as a match of its words
+        # (python/src/query.rs `nearest_to_text`); the same query objects, with their defaults, are built here.
+        if len(text) >= 2 and text.startswith('"') and text.endswith('"'):
+            query = PhraseQuery(text[1:-1], "search_text")
+        else:
+            query = MatchQuery(text, "search_text")
+        return self._dataset.to_table(columns=columns, full_text_query=query, filter=where, prefilter=True, limit=limit)
+
+
+class _LanceDBReads:
+    """A table read through LanceDB's query builder: the store in memory, which `lance` cannot open."""
+
+    def __init__(self, table) -> None:
+        self._table = table
+
+    @property
+    def version(self) -> int:
+        return self._table.version
+
+    def refresh(self) -> bool:
+        before = self._table.version
+        self._table.checkout_latest()
+        return self._table.version != before
+
+    def count(self) -> int:
+        return self._table.count_rows()
+
+    def indexed_columns(self) -> set[str]:
+        return {ix.columns[0] for ix in self._table.list_indices()}
+
+    def scan(self, columns: list[str] | None, where: str | None = None, limit: int | None = None) -> pa.Table:
+        query = self._table.search()
+        if where:
+            query = query.where(where)
+        if columns is not None:
+            query = query.select(columns)
+        return query.limit(limit).to_arrow()
+
+    def nearest(self, vector: np.ndarray, limit: int, where: str | None, refine_factor: int | None) -> pa.Table:
+        query = self._table.search(vector, vector_column_name="vector").distance_type("cosine")
+        if refine_factor is not None:
+            query = query.refine_factor(refine_factor)
+        if where:
+            query = query.where(where, prefilter=True)
+        return query.select(["chunk_id", "_distance"]).limit(limit).to_arrow()
+
+    def match(self, text: str, limit: int, where: str | None, columns: list[str]) -> pa.Table:
+        query = self._table.search(text, query_type="fts", fts_columns="search_text")
+        if where:
+            query = query.where(where, prefilter=True)
+        return query.select(columns).limit(limit).to_arrow()
+
+
 class LanceStore:
     def __init__(self, path: Path | str, *, ann_index_threshold: int = 50_000) -> None:
+        self.uri = str(path)
         self._ann_threshold = ann_index_threshold
+        self._in_memory = self.uri.startswith("memory://")
+        self._db = None  # LanceDB's connection and its handle on the table: opened by the first write
+        self._table = None
         try:
-            if isinstance(path, Path):
-                path.mkdir(parents=True, exist_ok=True)
-            self._db = lancedb.connect(str(path))
-            self._table = self._db.open_table(TABLE) if TABLE in self._db.list_tables().tables else None
+            self._reads: _Reads | None = None if self._in_memory else _LanceReads.open(self.uri)
         except Exception as exc:
             raise RetrievalError(f"Could not open the index at {path}: {exc}") from exc
         self._has_ann = self._detect_ann()
@@ -98,16 +240,34 @@ class LanceStore:
         return cls("memory://")
 
     # -- bookkeeping -------------------------------------------------------------------------------------------
-    def _require_table(self, dim: int):
+    def _writable(self, dim: int | None = None):
+        """LanceDB's handle on the table, for a write; with `dim`, the table is created when there is none yet.
+        None when there is no table and `dim` is not given (nothing to delete from)."""
         if self._table is None:
-            self._table = self._db.create_table(TABLE, schema=_schema(dim), exist_ok=True)
+            import lancedb  # writers only: see the module docstring
+
+            if self._db is None:
+                if not self._in_memory:
+                    Path(self.uri).mkdir(parents=True, exist_ok=True)
+                self._db = lancedb.connect(self.uri)
+            if TABLE in self._db.list_tables().tables:
+                self._table = self._db.open_table(TABLE)
+            elif dim is not None:
+                self._table = self._db.create_table(TABLE, schema=_schema(dim), exist_ok=True)
         return self._table
 
+    def _written(self) -> None:
+        """Point the reads at the commit just made."""
+        if self._reads is None:
+            self._reads = _LanceDBReads(self._table) if self._in_memory else _LanceReads.open(self.uri)
+        else:
+            self._reads.refresh()
+
     def count(self) -> int:
-        return 0 if self._table is None else self._table.count_rows()
+        return 0 if self._reads is None else self._reads.count()
 
     def version(self) -> int:
-        return 0 if self._table is None else self._table.version
+        return 0 if self._reads is None else self._reads.version
 
     def refresh(self) -> None:
         """See commits made by another process (an ingest running beside a server). Cheap when nothing changed."""
@@ -117,15 +277,16 @@ class LanceStore:
             raise RetrievalError(f"Could not read the index: {exc}") from exc
 
     def _refresh(self) -> None:
-        if self._table is None:
-            if TABLE not in self._db.list_tables().tables:
+        if self._table is not None:
+            self._table.checkout_latest()  # a writer's next commit starts from the latest version too
+        if self._reads is None:
+            if self._in_memory:
                 return
-            self._table = self._db.open_table(TABLE)
-        else:
-            before = self._table.version
-            self._table.checkout_latest()
-            if self._table.version == before:
+            self._reads = _LanceReads.open(self.uri)
+            if self._reads is None:
                 return
+        elif not self._reads.refresh():
+            return
         self._has_ann = self._detect_ann()
 
     # -- writes ------------------------------------------------------------------------------------------------
@@ -157,11 +318,12 @@ class LanceStore:
             self.delete_documents(list(finished))
             return
         stale = self._stale_rows(chunks, finished)
-        table = self._require_table(vectors.shape[1])
+        table = self._writable(vectors.shape[1])
         merge = table.merge_insert("chunk_id").when_matched_update_all().when_not_matched_insert_all()
         if stale:
             merge = merge.when_not_matched_by_source_delete(stale)
         merge.execute(self._to_arrow(chunks, vectors))
+        self._written()
 
     @staticmethod
     def _stale_rows(chunks: Sequence[Chunk], finished: Mapping[str, int]) -> str | None:
@@ -180,16 +342,18 @@ class LanceStore:
 
     @_retry_conflicts
     def delete_documents(self, doc_ids: Sequence[str]) -> None:
-        if doc_ids and self._table is not None:
-            self._table.delete(in_list("doc_id", doc_ids))
+        if not doc_ids or self._reads is None:
+            return
+        self._writable().delete(in_list("doc_id", doc_ids))
+        self._written()
 
     def vectors_by_hash(self, doc_ids: Sequence[str], *, hashes: Sequence[str] | None = None) -> dict[str, np.ndarray]:
-        if not doc_ids or self._table is None or (hashes is not None and not hashes):
+        if not doc_ids or self._reads is None or (hashes is not None and not hashes):
             return {}
         where = in_list("doc_id", doc_ids)
         if hashes is not None:  # one batch of a big document: read only the vectors it can use
             where += " AND " + in_list("content_hash", sorted(set(hashes)))
-        rows = self._table.search().where(where).select(["content_hash", "vector"]).limit(None).to_arrow()
+        rows = self._reads.scan(["content_hash", "vector"], where)
         if not rows.num_rows:
             return {}
         return dict(zip(rows.column("content_hash").to_pylist(), _vector_matrix(rows), strict=True))
@@ -197,9 +361,9 @@ class LanceStore:
     # -- checks and repairs (citewise doctor) ------------------------------------------------------------------
     def chunk_rows(self) -> list[tuple[str, str]]:
         """(chunk_id, doc_id) of every stored row, duplicates included."""
-        if self._table is None:
+        if self._reads is None:
             return []
-        rows = self._table.search().select(["chunk_id", "doc_id"]).limit(None).to_arrow()
+        rows = self._reads.scan(["chunk_id", "doc_id"])
         return list(zip(rows.column("chunk_id").to_pylist(), rows.column("doc_id").to_pylist(), strict=True))
 
     @_retry_conflicts
@@ -212,26 +376,30 @@ class LanceStore:
         doubled = sorted(c for c, n in counts.items() if n > 1)
         if not doubled:
             return 0
+        table = self._writable()
         removed = 0
         for start in range(0, len(doubled), 1000):
             part = doubled[start : start + 1000]
-            rows = self._table.search().where(in_list("chunk_id", part)).limit(None).to_arrow()
+            rows = table.search().where(in_list("chunk_id", part)).limit(None).to_arrow()
             seen: set[str] = set()
             keep = []
             for index, chunk_id in enumerate(rows.column("chunk_id").to_pylist()):
                 if chunk_id not in seen:
                     seen.add(chunk_id)
                     keep.append(index)
-            self._table.delete(in_list("chunk_id", part))
-            self._table.add(rows.take(keep).select(self._table.schema.names))
+            table.delete(in_list("chunk_id", part))
+            table.add(rows.take(keep).select(table.schema.names))
             removed += rows.num_rows - len(keep)
+        self._written()
         return removed
 
     @_retry_conflicts
     def optimize(self) -> None:
-        if self._table is None:
+        if self._reads is None:
             return
-        table = self._table
+        from lancedb.index import FTS, Bitmap, BTree, IvfHnswSq
+
+        table = self._writable()
         indexed = {ix.columns[0] for ix in table.list_indices()}
         if "search_text" not in indexed:
             table.create_index("search_text", config=FTS(with_position=False), replace=True)
@@ -245,25 +413,23 @@ class LanceStore:
             table.create_index("vector", config=IvfHnswSq(distance_type="cosine"))
         # Folds new rows into existing indexes, compacts small fragments, drops versions older than a day.
         table.optimize(cleanup_older_than=timedelta(days=1))
+        self._written()
         self._has_ann = self._detect_ann()
 
     def _detect_ann(self) -> bool:
-        return self._table is not None and any(ix.columns[0] == "vector" for ix in self._table.list_indices())
+        return self._reads is not None and "vector" in self._reads.indexed_columns()
 
     # -- reads -------------------------------------------------------------------------------------------------
     # Two phases: score candidates reading only ids (and, for BM25 hits, vectors), fuse and gate them in the
     # retriever, then fetch full rows for the few that are returned. Reading every column of every candidate
     # cost more than the searches themselves at 100k chunks.
     def dense(self, vector: np.ndarray, limit: int, where: str | None) -> list[Hit]:
-        if self._table is None:
+        if self._reads is None:
             return []
-        query = self._table.search(vector, vector_column_name="vector").distance_type("cosine")
-        if self._has_ann:
-            query = query.refine_factor(5)  # re-rank ANN candidates by exact distance: recall 0.92 → 1.0 at 100k
-        if where:
-            query = query.where(where, prefilter=True)
+        # With an ANN index, re-rank its candidates by exact distance: recall 0.92 → 1.0 at 100k.
+        refine_factor = 5 if self._has_ann else None
         try:
-            rows = query.select(["chunk_id", "_distance"]).limit(limit).to_arrow()
+            rows = self._reads.nearest(vector, limit, where, refine_factor)
         except Exception as exc:
             raise RetrievalError(f"Vector search failed: {exc}") from exc
         ids = rows.column("chunk_id").to_pylist()
@@ -271,14 +437,11 @@ class LanceStore:
         return [Hit(chunk_id, dense=1.0 - float(d)) for chunk_id, d in zip(ids, distances, strict=True)]
 
     def lexical(self, text: str, limit: int, where: str | None, *, with_vectors: bool = False) -> list[Hit]:
-        if self._table is None or not text.strip():
+        if self._reads is None or not text.strip():
             return []
-        query = self._table.search(text, query_type="fts", fts_columns="search_text")
-        if where:
-            query = query.where(where, prefilter=True)
         try:
             columns = ["chunk_id", "_score", *(["vector"] if with_vectors else [])]
-            rows = query.select(columns).limit(limit).to_arrow()
+            rows = self._reads.match(text, limit, where, columns)
         except Exception as exc:
             raise RetrievalError(f"Full-text search failed: {exc}") from exc
         ids = rows.column("chunk_id").to_pylist()
@@ -289,24 +452,24 @@ class LanceStore:
         return [Hit(chunk_id, lexical=float(s), vector=v) for chunk_id, s, v in zip(ids, scores, vectors, strict=True)]
 
     def fetch(self, chunk_ids: Sequence[str], where: str | None = None) -> dict[str, Chunk]:
-        if not chunk_ids or self._table is None:
+        if not chunk_ids or self._reads is None:
             return {}
         condition = in_list("chunk_id", chunk_ids) + (f" AND ({where})" if where else "")
-        rows = self._table.search().where(condition).select(_CHUNK_COLUMNS).limit(len(chunk_ids)).to_list()
+        rows = self._reads.scan(_CHUNK_COLUMNS, condition, len(chunk_ids)).to_pylist()
         return {row["chunk_id"]: Chunk(**row) for row in rows}
 
     def indexed_texts(self) -> Iterator[tuple[str, str]]:
-        if self._table is None:
+        if self._reads is None:
             return
-        rows = self._table.search().select(["owner", "search_text"]).limit(None).to_arrow()
+        rows = self._reads.scan(["owner", "search_text"])
         for batch in rows.to_batches(max_chunksize=4096):
             yield from zip(batch.column("owner").to_pylist(), batch.column("search_text").to_pylist(), strict=True)
 
     def export(self, batch_size: int = 1000) -> Iterator[tuple[list[Chunk], np.ndarray]]:
         """Every stored chunk with its vector, in batches (`citewise migrate`: vectors are copied, never re-made)."""
-        if self._table is None:
+        if self._reads is None:
             return
-        rows = self._table.search().select([*_CHUNK_COLUMNS, "vector"]).limit(None).to_arrow()
+        rows = self._reads.scan([*_CHUNK_COLUMNS, "vector"])
         for batch in rows.to_batches(max_chunksize=batch_size):
             part = pa.Table.from_batches([batch])
             chunks = [Chunk(**row) for row in part.select(_CHUNK_COLUMNS).to_pylist()]
@@ -314,10 +477,7 @@ class LanceStore:
 
     def chunks(self, where: str | None = None) -> list[Chunk]:
         """Every chunk matching `where`, in document order (inspection and tests; not a search)."""
-        if self._table is None:
+        if self._reads is None:
             return []
-        query = self._table.search()
-        if where:
-            query = query.where(where)
-        rows = query.select(_CHUNK_COLUMNS).limit(None).to_list()
+        rows = self._reads.scan(_CHUNK_COLUMNS, where).to_pylist()
         return sorted((Chunk(**row) for row in rows), key=lambda c: (c.doc_id, c.chunk_index))
