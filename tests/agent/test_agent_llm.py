@@ -129,6 +129,22 @@ def test_session_keeps_the_conversation_and_resets_the_counters(make_agent):
     assert [m.type for m in state["messages"]] == ["human", "ai", "human", "ai"]
 
 
+def test_only_a_run_with_a_session_writes_a_checkpoint_thread(make_agent):
+    """A run without a session_id has no conversation to keep: asked or streamed, quote mode or agent, it writes no
+    LangGraph thread even though the agent has a checkpointer (every call used to write a fresh `oneoff-` one)."""
+    saver = InMemorySaver()
+    agent = make_agent(scripted(PLAN, WORKER_ANSWER, PLAN, WORKER_ANSWER, PLAN, WORKER_ANSWER), checkpointer=saver)
+    assert agent.ask(WORKER_QUESTION, mode="quote").exit_reason == ExitReason.COMPLETED
+    assert agent.ask(WORKER_QUESTION, mode="agent").exit_reason == ExitReason.COMPLETED
+    _events(agent, WORKER_QUESTION, mode="agent")
+    _events(agent, WORKER_QUESTION, mode="quote")
+    assert list(saver.list(None)) == []
+
+    kept = agent.ask(WORKER_QUESTION, mode="agent", session_id="s-1")
+    assert kept.exit_reason == ExitReason.COMPLETED and kept.session_id == "s-1"
+    assert {c.config["configurable"]["thread_id"] for c in saver.list(None)} == {"s-1"}
+
+
 def test_history_is_passed_to_the_model(make_agent):
     model = scripted(WORKER_ANSWER)
     history = [{"role": "user", "content": "We run Orbitron 3.2."}, {"role": "assistant", "content": "Noted."}]

@@ -5,10 +5,11 @@
     answer.answer, answer.citations, answer.exit_reason
 
 A question becomes a `RunRequest` once, in `request()` (a bad owner or an over-long question raises
-`ValidationError` there, before anything runs), and the run gets the request whole. A run goes through the
-LangGraph graph (one compiled graph per checkpointer, shared by every call: it holds no per-run data) when its
-events are streamed or a checkpointer keeps the session; otherwise the same nodes and routing functions run
-in-process (`flow.run_inline`), so quote mode's `ask` never loads the graph machinery.
+`ValidationError` there, before anything runs), and the run gets the request whole. Only a request with a
+`session_id` uses the checkpointer: a run without one has no conversation to keep, so it writes no thread. A run
+goes through the LangGraph graph (one compiled graph per checkpointer, or none, shared by every call: it holds no
+per-run data) when its events are streamed or its session is kept; otherwise the same nodes and routing functions
+run in-process (`flow.run_inline`), so quote mode's `ask` never loads the graph machinery.
 """
 
 from __future__ import annotations
@@ -16,7 +17,6 @@ from __future__ import annotations
 import logging
 import threading
 import time
-import uuid
 from collections.abc import AsyncIterator, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -72,10 +72,19 @@ class Citewise:
     def graph(self) -> Any:
         """The compiled graph for the current `checkpointer` (a plain attribute the server may set after building
         this instance: each run reads it when it starts)."""
+        return self._compiled(self.checkpointer)
+
+    def _graph_for(self, request: RunRequest) -> Any:
+        """The graph `request` runs on: with the checkpointer only when it has a session to keep."""
+        return self._compiled(self._saver(request))
+
+    def _saver(self, request: RunRequest) -> BaseCheckpointSaver | None:
+        return self.checkpointer if request.session_id is not None else None
+
+    def _compiled(self, saver: BaseCheckpointSaver | None) -> Any:
         from citewise.agent.graph import build_graph
         from citewise.agent.state import with_session_types
 
-        saver = self.checkpointer
         cached = self._graphs.get(id(saver))
         if cached is None or cached[0] is not saver:
             graph = build_graph(self.nodes, checkpointer=with_session_types(saver) if saver is not None else None)
@@ -133,9 +142,8 @@ class Citewise:
         # Everything but the conversation belongs to one run: reset here even when a checkpointer resumes a session.
         state = {**fresh_run(), "messages": messages, "request": request, "answerer": self.answerer(request)}
         config: dict[str, Any] = {"recursion_limit": self._max_steps(request), "run_name": GRAPH_NAME}
-        if self.checkpointer is not None:
-            # A run without a session still needs a thread for the checkpointer: a fresh one, used once.
-            config["configurable"] = {"thread_id": request.session_id or f"oneoff-{uuid.uuid4()}"}
+        if self._saver(request) is not None:
+            config["configurable"] = {"thread_id": request.session_id}
         return state, config
 
     @staticmethod
@@ -145,7 +153,7 @@ class Citewise:
 
     def _inline(self, request: RunRequest) -> bool:
         """Run in-process: quote mode with no session to keep (nothing to stream, nothing to checkpoint)."""
-        return request.mode == AnswerMode.QUOTE and self.checkpointer is None
+        return request.mode == AnswerMode.QUOTE and self._saver(request) is None
 
     async def arun(self, request: RunRequest) -> Answer:
         """The answer to a validated request."""
@@ -155,7 +163,7 @@ class Citewise:
             nodes = {name: self.nodes.node(name) for name in NODES}
             final = await run_inline(nodes, state, max_steps=self._max_steps(request))
         else:
-            final = await self.graph.ainvoke(state, config)
+            final = await self._graph_for(request).ainvoke(state, config)
         return self._finished(final, start)
 
     async def aask(self, question: str, **options: Any) -> Answer:
@@ -180,7 +188,7 @@ class Citewise:
         text. history: earlier turns, [{"role": "user"|"assistant", "content": ...}]. style: "default" or
         "structured". mode: "quote" (no model), "agent" (settings.llm or the injected chat model), None (the
         injected chat model if any, else settings.llm). session_id: continue a conversation kept by the
-        checkpointer. trace: include the step-by-step trace in the Answer.
+        checkpointer (without one, the run keeps nothing). trace: include the step-by-step trace in the Answer.
         """
         request = self.request(
             question, owner=owner, selected_text=selected_text, history=history, style=style, mode=mode,
@@ -195,7 +203,7 @@ class Citewise:
         the graph's `on_chain_end` whose `data.output` is the final state, `answer` (an `Answer`) included.
         A reply served from the LLM cache streams no tokens. Takes a question and options, or a RunRequest."""
         request = question if isinstance(question, RunRequest) else self.request(question, **options)
-        graph = self.graph
+        graph = self._graph_for(request)
         state, config = self._start(request)
         start = time.perf_counter()
         final_event = None
