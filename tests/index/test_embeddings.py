@@ -4,6 +4,9 @@ to the point where a user would otherwise get an ImportError or a silent wrong m
 from __future__ import annotations
 
 import importlib.util
+import os
+import shutil
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -51,6 +54,41 @@ def test_onnx_backends_agree_with_sentence_transformers(embedder, tmp_path):
     alone = np.vstack([onnx.embed_query(text) for text in texts])
     assert ((alone * fp32).sum(axis=1) > 0.9999).all()
     assert ((onnx.embed_documents(texts) * reference).sum(axis=1) > 0.9999).all()
+
+
+def test_later_sessions_load_the_kept_optimised_graph_and_embed_alike(embedder, tmp_path, monkeypatch):
+    """The first ONNX session on a model keeps ORT's optimised graph beside it; later ones load that, optimising
+    nothing, and embed exactly as a session that lets ORT optimise the model in memory (how every session began)."""
+    from citewise.index import embeddings
+
+    shared = Path(os.environ["CITEWISE_MODELS_DIR"])  # the session's embedder exported the model there
+    models = tmp_path / "models"
+    shutil.copytree(shared, models, ignore=shutil.ignore_patterns("*.ort-*", ".*"))
+    settings = Settings(home=tmp_path, models_dir=models, ingest={"embed_batch_size": 4})
+    texts = [
+        "Run `orbitron queue create --name emails` to create a queue.",
+        "short",
+        "Snapshots are kept for 14 days; restore one with `ledgerctl restore --snapshot ID`.",
+        "A much longer passage about retries, dead-letter queues, visibility timeouts and batching. " * 12,
+        *(f"Worker {i} leases job {i * 7} and acknowledges it within {i + 3} seconds." for i in range(9)),
+    ]
+    first = create_embedder(settings).embed_documents(texts)
+    (kept,) = models.glob("*/model.ort-*/model.onnx")
+    assert (kept.parent / "model.data").stat().st_size > 50_000_000  # the weights, mapped rather than copied
+    made = kept.stat().st_mtime_ns
+
+    again = create_embedder(settings)
+    assert np.array_equal(again.embed_documents(texts), first)
+    assert np.array_equal(again.embed_query(texts[2]), again.embed_documents([texts[2]])[0])
+    assert kept.stat().st_mtime_ns == made and list(models.glob("*/model.ort-*")) == [kept.parent]
+
+    def as_before(ort_module, model):
+        options = ort_module.SessionOptions()
+        options.log_severity_level = 3
+        return ort_module.InferenceSession(str(model), options, providers=["CPUExecutionProvider"])
+
+    monkeypatch.setattr(embeddings, "_optimised_session", as_before)
+    assert np.array_equal(create_embedder(settings).embed_documents(texts), first)
 
 
 def test_unknown_provider_names_the_known_ones():

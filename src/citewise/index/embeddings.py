@@ -14,6 +14,8 @@ import hashlib
 import json
 import logging
 import os
+import shutil
+import tempfile
 import threading
 import warnings
 from dataclasses import dataclass
@@ -30,6 +32,8 @@ if TYPE_CHECKING:
     from citewise.settings import Settings
 
 BUNDLED_MODEL = "all-MiniLM-L6-v2"
+
+log = logging.getLogger(__name__)
 
 
 class Embedder(Protocol):
@@ -233,9 +237,7 @@ class OnnxEmbedder:
                 tokenizer.no_padding()
                 self._pad_id = tokenizer.token_to_id("[PAD]") or 0
                 self._tokenizer = tokenizer
-                options = ort.SessionOptions()
-                options.log_severity_level = 3
-                self._session = ort.InferenceSession(str(target), options, providers=["CPUExecutionProvider"])
+                self._session = _optimised_session(ort, target)
                 self._inputs = {i.name for i in self._session.get_inputs()}
                 self.load_count += 1
         return self._session
@@ -281,6 +283,61 @@ class OnnxEmbedder:
 
     def embed_query(self, text: str) -> np.ndarray:
         return self._encode([text])[0]
+
+
+def _session_options(ort, *, optimise: bool = True):
+    options = ort.SessionOptions()
+    options.log_severity_level = 3
+    if not optimise:
+        options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+    return options
+
+
+def _optimised_session(ort, model: Path):
+    """An ONNX Runtime session on `model`, from the graph ORT optimised for it the first time, kept beside it.
+
+    ORT optimises a graph (fuses attention, GELU, layer norms) every time a session is created, and copies the weights
+    out of the ONNX protobuf: together about half of a cold query's session. The first session on a model keeps the
+    optimised graph, its weights in a file of their own that later sessions map instead of copying, and later sessions
+    load that with optimisation off: the same graph, so the same vectors to the bit (tests/index/test_embeddings.py).
+    Only ORT's hardware-independent ("extended") level is kept, named by the ORT version and the model file's size and
+    time, so an upgrade or a re-export makes a new one. When the folder cannot be written, sessions optimise in memory
+    as they always did."""
+    providers = ["CPUExecutionProvider"]
+    stat = model.stat()
+    stamp = hashlib.sha256(f"{stat.st_size}:{stat.st_mtime_ns}".encode()).hexdigest()[:8]
+    kept = model.parent / f"{model.stem}.ort-{ort.__version__}-{stamp}"
+    if (kept / "model.onnx").is_file():
+        try:
+            return ort.InferenceSession(
+                str(kept / "model.onnx"), _session_options(ort, optimise=False), providers=providers
+            )
+        except Exception as exc:  # a damaged copy: make it again
+            log.warning("Optimising %s again: its kept copy did not load (%s)", model, exc)
+            shutil.rmtree(kept, ignore_errors=True)
+    try:
+        scratch = Path(tempfile.mkdtemp(prefix=f".{kept.name}-", dir=model.parent))
+    except OSError:  # a read-only models folder
+        return ort.InferenceSession(str(model), _session_options(ort), providers=providers)
+    options = _session_options(ort)
+    options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_EXTENDED
+    options.optimized_model_filepath = str(scratch / "model.onnx")
+    options.add_session_config_entry("session.optimized_model_external_initializers_file_name", "model.data")
+    options.add_session_config_entry("session.optimized_model_external_initializers_min_size_in_bytes", "1024")
+    try:
+        session = ort.InferenceSession(str(model), options, providers=providers)
+    except Exception:  # the copy could not be written (a full disk): optimise in memory
+        shutil.rmtree(scratch, ignore_errors=True)
+        return ort.InferenceSession(str(model), _session_options(ort), providers=providers)
+    try:
+        os.rename(scratch, kept)  # atomic: a reader sees the whole folder or none
+    except OSError:  # another process kept its copy first
+        shutil.rmtree(scratch, ignore_errors=True)
+    else:
+        for stale in model.parent.glob(f"{model.stem}.ort-*"):  # other ORT versions, earlier exports
+            if stale != kept:
+                shutil.rmtree(stale, ignore_errors=True)
+    return session
 
 
 @dataclass(frozen=True)
