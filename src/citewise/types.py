@@ -383,6 +383,9 @@ class Answer(BaseModel):
     status: Status
     exit_reason: ExitReason
     retryable: bool = False
+    # Seconds to wait before a retry (HTTP Retry-After), for a run a model provider's failure ended: the provider's
+    # own Retry-After when it sent one, else the exit-reason table's; None when there is nothing to wait for.
+    retry_after_s: float | None = None
     mode: str = ""  # the answerer that produced it: "extractive", "local", or "provider:model"
     citations: list[Citation] = Field(default_factory=list)
     sources: list[ScoredChunk] = Field(default_factory=list)  # every chunk retrieved or opened during the run

@@ -120,7 +120,17 @@ def test_rate_limited_after_retries(make_agent):
     assert answer.exit_reason == ExitReason.RATE_LIMITED and _exits(answer) == ["RATE_LIMITED"]
     assert answer.status == Status.ERROR and answer.retryable
     assert answer.answer == EXIT_REASONS[ExitReason.RATE_LIMITED].message
+    assert answer.retry_after_s == EXIT_REASONS[ExitReason.RATE_LIMITED].retry_after_s  # the vendor named no wait
     assert len(model.calls) == 4  # the plan + 1 try + 2 retries (generation.llm_retries)
+
+
+def test_a_rate_limited_run_keeps_the_providers_own_retry_after(make_agent):
+    """The vendor's Retry-After rides on the Answer (the HTTP layer sends it), not the exit-reason table's guess.
+    45 s is longer than generation.max_retry_after_s, so the client does not wait it out: one call, then the end."""
+    model = scripted(RateLimited("429 from vendor", retry_after_s=45.0), plan=None)
+    answer = make_agent(model).ask(WORKER_QUESTION)
+    assert answer.exit_reason == ExitReason.RATE_LIMITED and answer.retryable
+    assert answer.retry_after_s == 45.0 and len(model.calls) == 1
 
 
 def test_llm_error_is_not_retried_when_not_retryable(make_agent):
@@ -129,6 +139,7 @@ def test_llm_error_is_not_retried_when_not_retryable(make_agent):
     assert answer.exit_reason == ExitReason.LLM_ERROR and _exits(answer) == ["LLM_ERROR"]
     assert answer.status == Status.ERROR
     assert "Bad request" not in answer.answer  # a generic message, not the vendor's
+    assert answer.retry_after_s is None  # nothing to wait for
     assert len(model.calls) == 2
 
 

@@ -187,6 +187,22 @@ def test_a_rate_limited_run_is_a_429_with_the_exit_reason_tables_retry_after(age
     assert frame["citewise"]["retry_after_s"] == row.retry_after_s
 
 
+def test_a_rate_limited_run_sends_the_providers_own_retry_after(agent_app, live_server):
+    """A provider that says how long to wait is quoted: Retry-After is its 45 s, not the table's 30, on the 429
+    and in the stream's error frame (45 s exceeds generation.max_retry_after_s, so each run ends at once)."""
+    model = ScriptedChatModel([RateLimited("429 from vendor", retry_after_s=45.0)] * 2)
+    server = live_server(agent_app(model))
+    api = client(server)
+    ask = [{"role": "user", "content": WORKER_QUESTION}]
+    with pytest.raises(openai.RateLimitError) as limited:
+        api.chat.completions.create(model="citewise-agent", messages=ask)
+    assert limited.value.response.headers["retry-after"] == "45"
+    with pytest.raises(openai.APIError) as failed:
+        list(api.chat.completions.create(model="citewise-agent", messages=ask, stream=True))
+    assert failed.value.body["citewise"]["retry_after_s"] == 45
+    assert model.remaining == 0
+
+
 def test_a_run_that_raised_carries_how_long_to_wait_in_its_error_event():
     """The stream's `error` event (what /v1 turns into its 429) says how long to wait as the HTTP error handler
     would: the provider's own Retry-After when it sent one, else the table's; no wait on other failures."""

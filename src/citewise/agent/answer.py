@@ -16,7 +16,7 @@ from typing import Any
 from langchain_core.messages import AIMessage
 
 from citewise.agent.conflicts import find_conflicts
-from citewise.agent.limits import EXIT_REASONS, RETRIEVAL_OUTAGE
+from citewise.agent.limits import EXIT_REASONS, RETRIEVAL_OUTAGE, ExitInfo
 from citewise.agent.reply import message_text
 from citewise.agent.state import AgentState
 from citewise.settings import Settings
@@ -51,6 +51,7 @@ class Ending:
     status: Status | None = None  # None: from the table, else refused/success from the text
     refusal_reason: str | None = None
     retrieval_failure: RetrievalFailure | None = None  # the index could not be searched (an outage)
+    retry_after_s: float | None = None  # the provider's own Retry-After, when a provider failure ended the run
 
 
 def is_refusal(text: str) -> bool:
@@ -94,6 +95,7 @@ class AnswerBuilder:
             status=status,
             exit_reason=reason,
             retryable=info.retryable,
+            retry_after_s=_retry_after(ending, info),
             mode=_answerer(state, reason),
             citations=citations,
             sources=sources,
@@ -143,6 +145,13 @@ class AnswerBuilder:
             "agent": s.agent.model_dump(mode="json"),
             "generation": s.generation.model_dump(mode="json", include={"temperature", "seed", "max_tokens"}),
         }
+
+
+def _retry_after(ending: Ending, info: ExitInfo) -> float | None:
+    """How long to wait before a retry: the provider's own Retry-After, else the row's; None when one won't help."""
+    if not info.retryable:
+        return None
+    return ending.retry_after_s if ending.retry_after_s is not None else info.retry_after_s
 
 
 def _answerer(state: AgentState, reason: ExitReason) -> str:

@@ -174,7 +174,8 @@ class AgentNodes:
         reason = exit_reason_for(exc)
         log.warning("LLM call failed for good (%s): %s", reason, exc)
         trace = [*trace, trace_event(TraceKind.LLM_ERROR, node, error=type(exc).__name__, message=str(exc)[:300])]
-        return self.finish(state, Ending(reason, node), trace=trace)
+        # The provider's own wait rides on the Answer: the HTTP layer's Retry-After is that, not the table's guess.
+        return self.finish(state, Ending(reason, node, retry_after_s=exc.retry_after_s), trace=trace)
 
     # -- retrieve: the first search is mandatory and happens in code -------------------------------------------------
     async def retrieve(self, state: AgentState, config: RunnableConfig) -> dict[str, Any]:

@@ -197,17 +197,18 @@ async def _outcome(events: AsyncIterator[Any]) -> tuple[dict[str, Any] | None, d
 
 def _rate_limited(answer: dict[str, Any]) -> dict[str, Any] | None:
     """A run that ended RATE_LIMITED as the failure an OpenAI client backs off from, in the shape of the stream's
-    `error` event: 429, the answer's message, and the exit-reason table's Retry-After (a provider's own wait is
-    known only to a run that raised; its `error` event carries it). None for any other answer."""
+    `error` event: 429, the answer's message, and how long to wait as the answer says it (the provider's own
+    Retry-After, else the exit-reason table's). None for any other answer."""
     if answer.get("exit_reason") != ExitReason.RATE_LIMITED:
         return None
+    wait = answer.get("retry_after_s") or EXIT_REASONS[ExitReason.RATE_LIMITED].retry_after_s or 1
     return {
         "exit_reason": str(ExitReason.RATE_LIMITED),
         "type": "rate_limited",
         "status": 429,
         "message": answer.get("answer") or EXIT_REASONS[ExitReason.RATE_LIMITED].message,
         "retryable": True,
-        "retry_after_s": EXIT_REASONS[ExitReason.RATE_LIMITED].retry_after_s,
+        "retry_after_s": max(1, round(wait)),  # whole seconds, as Retry-After and the `error` event say it
         "session_id": answer.get("session_id"),
         "answer_id": answer.get("answer_id"),
     }
