@@ -5,9 +5,11 @@ from __future__ import annotations
 import uuid
 
 from tests.agent.agent_support import ALICE, WORKER_QUESTION
-from tests.server.conftest import KEYS, VAULT_QUESTION, VAULT_SECRET, auth
+from tests.server.conftest import KEYS, PLAN, VAULT_QUESTION, VAULT_SECRET, auth
 
-from citewise.types import Status
+from citewise.feedback.analytics import REFUSAL_WORDS
+from citewise.llm.testing import ScriptedChatModel
+from citewise.types import REFUSAL_TEXT, Status
 
 
 def test_run_returns_the_full_answer(agent_app, started):
@@ -95,6 +97,16 @@ def test_chat_widget_contract(agent_app, started):
     # The session continues when the client sends it back.
     again = client.post("/chat", json={"message": WORKER_QUESTION, "session_id": body["session_id"]}).json()
     assert again["session_id"] == body["session_id"]
+
+
+def test_chat_says_why_an_agent_refusal_refused_in_the_one_tables_words(agent_app, started):
+    """/chat sends refusal_detail as every other route does: an agent refusal carries only a code, so its words come
+    from feedback/analytics.py's REFUSAL_WORDS (it sent null, where /api/agent/run sent the words)."""
+    client = started(agent_app(ScriptedChatModel([PLAN, REFUSAL_TEXT])))
+    body = client.post("/chat", json={"message": WORKER_QUESTION}).json()
+    assert body["status"] == "refused" and body["source_chunks"] == []
+    assert body["refusal_detail"] == REFUSAL_WORDS["not_in_documentation"]
+    assert body["closest_sections"]
 
 
 def test_chat_request_errors(agent_app, started):

@@ -9,6 +9,7 @@ import logging
 from fastapi import APIRouter, HTTPException, status
 
 from citewise.errors import ProviderError, RetrievalError, ValidationError
+from citewise.server.answer_text import refusal_detail
 from citewise.server.deps import CallerDep, StateDep, agent_session_id
 from citewise.server.schemas import GATE_ERRORS, ChatRequest, ChatResponse, SourceChunk, error_responses
 from citewise.types import Answer, ExitReason, TraceKind
@@ -61,7 +62,7 @@ async def chat(body: ChatRequest, caller: CallerDep, state: StateDep) -> ChatRes
         session_id=session_id,
         source_chunks=source_chunks(answer),
         status=str(answer.status),
-        refusal_detail=answer.refusal_detail,
+        refusal_detail=refusal_detail(answer),
         closest_sections=answer.closest_sections,
         answer_id=await state.record_answer(answer, caller, session_id=session_id, surface="chat"),
     )
