@@ -203,6 +203,36 @@ def test_a_rate_limited_run_sends_the_providers_own_retry_after(agent_app, live_
     assert model.remaining == 0
 
 
+def test_a_provider_failure_or_an_index_outage_is_a_5xx_not_a_message(agent_app, live_server, served_home, tmp_path):
+    """A run that ended LLM_ERROR is OpenAI's 502 and one the index could not be searched for a 503 (the statuses a
+    run that raised the same failure gets), so a client retries them as it retries OpenAI's 5xx instead of keeping
+    "something went wrong" in its conversation; once a stream has started, an error frame says the same."""
+    model = ScriptedChatModel([ProviderError("upstream exploded: trace id 7f3c")] * 2)
+    api = client(live_server(agent_app(model)))
+    ask = [{"role": "user", "content": WORKER_QUESTION}]
+    with pytest.raises(openai.InternalServerError) as failed:
+        api.chat.completions.create(model="citewise-agent", messages=ask)
+    assert failed.value.status_code == 502 and failed.value.body["type"] == "server_error"
+    assert failed.value.body["message"] == EXIT_REASONS[ExitReason.LLM_ERROR].message  # not the vendor's text
+    with pytest.raises(openai.APIError) as frame:
+        list(api.chat.completions.create(model="citewise-agent", messages=ask, stream=True))
+    assert frame.value.body["type"] == "server_error" and frame.value.body["citewise"]["status"] == 502
+    assert frame.value.body["citewise"]["exit_reason"] == "LLM_ERROR" and "7f3c" not in str(frame.value.body)
+
+    home = tmp_path / "broken-home"
+    shutil.copytree(served_home, home, ignore=shutil.ignore_patterns("sessions.sqlite3*"))
+    lance = home / "index" / "lancedb"
+    shutil.rmtree(lance)
+    lance.write_text("not a database")  # every search fails: the run ends with the outage's message
+    api = client(live_server(agent_app(home=home, generation={"tool_retries": 0})))
+    with pytest.raises(openai.InternalServerError) as outage:
+        api.chat.completions.create(model="citewise-quote", messages=ask)
+    assert outage.value.status_code == 503 and "couldn't search the documentation" in outage.value.body["message"]
+    with pytest.raises(openai.APIError) as frame:
+        list(api.chat.completions.create(model="citewise-quote", messages=ask, stream=True))
+    assert frame.value.body["citewise"]["status"] == 503 and frame.value.body["citewise"]["exit_reason"] == "COMPLETED"
+
+
 def test_a_run_that_raised_carries_how_long_to_wait_in_its_error_event():
     """The stream's `error` event (what /v1 turns into its 429) says how long to wait as the HTTP error handler
     would: the provider's own Retry-After when it sent one, else the table's; no wait on other failures."""

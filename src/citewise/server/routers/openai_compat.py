@@ -12,9 +12,10 @@ key rules, rate limits, metrics, sessions and exit reasons are exactly those of 
   are not instructions to Citewise: what it may say is decided by the docs alone.
 - The answer keeps its citations: `[n]` markers and a "Sources:" list in the content, and the whole structured
   Answer (citations, exit_reason, status, answer_id, ...) in an extra `citewise` field that OpenAI clients ignore.
-  A refusal is an ordinary assistant message. A run the model provider rate limited is not: it is OpenAI's 429
-  with Retry-After (an error frame once a stream has started), so a client backs off instead of keeping "too many
-  requests" in its conversation as if the docs had said it.
+  A refusal is an ordinary assistant message. A run that failed is not: a provider's rate limit is OpenAI's 429
+  with Retry-After, any other provider failure a 502 and an index outage a 503, each as a run that raised the same
+  failure would get it (an error frame once a stream has started). So a client backs off or retries, as it does
+  with OpenAI, instead of keeping "too many requests" in its conversation as if the docs had said it.
 - Streaming sends the checked answer: agent-mode tokens are drafts the validator may still send back (the SSE
   contract's `discard`), and OpenAI's format can't take text back, so the content chunks carry the final answer
   once it stands. A role chunk opens the stream at once and `: ping` comments keep it open.
@@ -37,7 +38,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from pydantic import ValidationError as PydanticValidationError
 
 from citewise.agent.limits import EXIT_REASONS
-from citewise.errors import CitewiseError
+from citewise.errors import CitewiseError, ProviderError, RateLimited, RetrievalError
 from citewise.server.answer_text import answer_with_sources
 from citewise.server.deps import CallerDep, StateDep
 from citewise.server.http_errors import error_body, map_error, openai_error
@@ -50,7 +51,7 @@ from citewise.server.schemas import (
     AgentRequest,
     error_responses,
 )
-from citewise.types import AnswerStyle, ExitReason
+from citewise.types import AnswerStyle, ExitReason, RetrievalFailure
 
 log = logging.getLogger(__name__)
 router = APIRouter(prefix="/v1", tags=["openai-compatible"], responses=error_responses(*GATE_ERRORS))
@@ -114,7 +115,8 @@ async def chat_completions(body: ChatCompletionRequest, caller: CallerDep, state
     answer, failure = await _outcome(events)
     if failure is not None:
         status = int(failure.get("status") or 500)
-        headers = {"Retry-After": str(failure.get("retry_after_s") or 1)} if status == 429 else None
+        wait = failure.get("retry_after_s")
+        headers = {"Retry-After": str(wait or 1)} if status == 429 or wait else None
         return JSONResponse(
             error_body(path, status, failure.get("message") or "The run failed.", failure.get("type")),
             status_code=status,
@@ -181,12 +183,12 @@ def _content(answer: dict[str, Any]) -> str:
 
 
 async def _outcome(events: AsyncIterator[Any]) -> tuple[dict[str, Any] | None, dict[str, Any] | None]:
-    """(the `complete` event's Answer, the failure: the `error` event's data or a rate-limited run's): exactly one
-    is set when the stream ends."""
+    """(the `complete` event's Answer, the failure: the `error` event's data or a failed run's): exactly one is set
+    when the stream ends."""
     try:
         async for event in events:
             if event.event == "complete":
-                failure = _rate_limited(event.data)
+                failure = _failed(event.data)
                 return (None, failure) if failure else (event.data, None)
             if event.event == "error":
                 return None, event.data
@@ -195,23 +197,43 @@ async def _outcome(events: AsyncIterator[Any]) -> tuple[dict[str, Any] | None, d
     return None, {"status": 500, "message": "The run ended without an answer.", "type": "internal_error"}
 
 
-def _rate_limited(answer: dict[str, Any]) -> dict[str, Any] | None:
-    """A run that ended RATE_LIMITED as the failure an OpenAI client backs off from, in the shape of the stream's
-    `error` event: 429, the answer's message, and how long to wait as the answer says it (the provider's own
-    Retry-After, else the exit-reason table's). None for any other answer."""
-    if answer.get("exit_reason") != ExitReason.RATE_LIMITED:
+# A run that ended on one of these failures is answered as a run that raised it would be (http_errors' mapping).
+_FAILED_RUNS: dict[ExitReason, type[CitewiseError]] = {
+    ExitReason.RATE_LIMITED: RateLimited,
+    ExitReason.LLM_ERROR: ProviderError,
+}
+
+
+def _failed(answer: dict[str, Any]) -> dict[str, Any] | None:
+    """A run that ended on a provider failure or an index outage as the error an OpenAI client backs off from or
+    retries, in the shape of the stream's `error` event: the status and type a run that raised the same failure
+    gets (429 rate limited, 502 provider error, 503 index unavailable), the answer's message, and how long to wait
+    as the answer says it (on a 429 always: the provider's own Retry-After, else the exit-reason table's). None for
+    any other answer: an answer, a refusal, or a message of the run's own (EMPTY_INPUT, MAX_CONTEXT_REACHED, ...)."""
+    reason = ExitReason(answer.get("exit_reason"))
+    failure = answer.get("retrieval_failure")
+    if failure and RetrievalFailure(failure).is_outage:
+        raised: type[CitewiseError] = RetrievalError
+    elif reason in _FAILED_RUNS:
+        raised = _FAILED_RUNS[reason]
+    else:
         return None
-    wait = answer.get("retry_after_s") or EXIT_REASONS[ExitReason.RATE_LIMITED].retry_after_s or 1
-    return {
-        "exit_reason": str(ExitReason.RATE_LIMITED),
-        "type": "rate_limited",
-        "status": 429,
-        "message": answer.get("answer") or EXIT_REASONS[ExitReason.RATE_LIMITED].message,
-        "retryable": True,
-        "retry_after_s": max(1, round(wait)),  # whole seconds, as Retry-After and the `error` event say it
+    status, kind, _ = map_error(raised(""))
+    wait = answer.get("retry_after_s")
+    if status == 429:
+        wait = wait or EXIT_REASONS[ExitReason.RATE_LIMITED].retry_after_s or 1
+    data = {
+        "exit_reason": str(reason),
+        "type": kind,
+        "status": status,
+        "message": answer.get("answer") or EXIT_REASONS[reason].message,
+        "retryable": bool(answer.get("retryable")),
         "session_id": answer.get("session_id"),
         "answer_id": answer.get("answer_id"),
     }
+    if wait:
+        data["retry_after_s"] = max(1, round(wait))  # whole seconds, as Retry-After and the `error` event say it
+    return data
 
 
 async def _chunks(events: AsyncIterator[Any], completion_id: str, created: int, model: str) -> AsyncIterator[str]:
@@ -251,7 +273,7 @@ async def _chunks(events: AsyncIterator[Any], completion_id: str, created: int, 
                 break
             if event.event not in ("complete", "error"):
                 continue  # trace steps and draft tokens: the content is the checked answer, sent below
-            failure = event.data if event.event == "error" else _rate_limited(event.data)
+            failure = event.data if event.event == "error" else _failed(event.data)
             if failure is None:
                 for word in _WORD.findall(_content(event.data)):
                     yield chunk({"content": word})
