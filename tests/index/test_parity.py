@@ -2,10 +2,12 @@
 nDCG@10 of LanceDB in every mode — hybrid, dense and lexical — through the same retriever (fusion, gate and query
 preparation are Citewise's, whichever store answers).
 
-The set is ClapNQ dev from ../shared/eval (Wikipedia passages and real questions): every passage of the file, as
-bench/make_clapnq_beir.py builds it, and the first answerable questions, each judged by its own passage. The passages
-are embedded once, by the real model, and the same vectors go into both engines, so the figure compares the engines
-and nothing else. bench/bench_parity.py runs the full sets (ClapNQ and Somnia) for BENCHMARKS.md.
+The set is ClapNQ dev from ../shared/eval (Wikipedia passages and real questions), built as
+bench/make_clapnq_beir.py builds it but smaller, to keep the test near a minute: the first 150 answerable questions,
+each judged by its own passage, over those passages and as many of the unanswerable questions' passages (near
+misses, written to be hard distractors). The passages are embedded once, by the real model, and the same vectors go
+into both engines, so the figure compares the engines and nothing else. bench/bench_parity.py runs the full sets
+(ClapNQ and Somnia) for BENCHMARKS.md.
 """
 
 from __future__ import annotations
@@ -26,7 +28,7 @@ from citewise.types import RetrievalMode
 pytestmark = pytest.mark.slow
 
 CLAPNQ = Path(__file__).resolve().parents[3] / "shared" / "eval" / "clapnq" / "clapnq_dev.jsonl"
-QUESTIONS = 150  # of the 300 answerable ones: enough that one swapped pair moves nDCG@10 by under 0.003
+QUESTIONS = 150  # of 300 answerable (and as many distractor passages): one swapped pair moves nDCG@10 by < 0.003
 BOUND = 0.01
 
 
@@ -55,13 +57,18 @@ def clapnq(questions: int) -> BeirDataset:
     corpus: dict[str, BeirDocument] = {}
     queries: dict[str, str] = {}
     qrels: dict[str, dict[str, int]] = {}
+    distractors = 0
     for line in CLAPNQ.read_text(encoding="utf-8").splitlines():
         row = json.loads(line)
+        if distractors >= questions if not row["answers"] else len(queries) >= questions:
+            continue
         doc_id = hashlib.sha1(row["context"].encode()).hexdigest()[:16]
         corpus.setdefault(doc_id, BeirDocument(doc_id, row.get("title", ""), row["context"]))
-        if row["answers"] and len(queries) < questions:
+        if row["answers"]:
             queries[row["id"]] = row["question"]
             qrels[row["id"]] = {doc_id: 1}
+        else:
+            distractors += 1
     return BeirDataset("clapnq", corpus, queries, qrels)
 
 
