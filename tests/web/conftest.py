@@ -1,13 +1,18 @@
 """Shared by the browser tests: Debian's Chromium driven by Playwright (never a browser download), a real uvicorn server
-on a loopback port, and the fixture corpus ingested once per module."""
+on a loopback port, the fixture corpus ingested once per module, and where screenshots go.
+
+Screenshots go to a temporary folder, so a test run leaves the working tree as it found it; with
+CITEWISE_SCREENSHOTS set they go there instead (a relative path is taken from the repository root):
+`CITEWISE_SCREENSHOTS=bench/results/screenshots` regenerates the committed ones docs/widget.md describes."""
 
 from __future__ import annotations
 
+import os
 import shutil
 import socket
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -28,7 +33,8 @@ CHROMIUM_ARGS = [
     "--disable-component-update",
     "--disable-sync",
 ]
-SCREENSHOTS = Path(__file__).resolve().parents[2] / "bench" / "results" / "screenshots"
+ROOT = Path(__file__).resolve().parents[2]
+SCREENSHOTS_ENV = "CITEWISE_SCREENSHOTS"
 CORPUS = Path(__file__).resolve().parents[1] / "fixtures" / "corpus"
 
 ANSWERABLE = "What port does the Orbitron daemon listen on by default?"
@@ -82,3 +88,24 @@ def browser() -> Iterator[object]:
         browser = p.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
         yield browser
         browser.close()
+
+
+@pytest.fixture(scope="session")
+def screenshot_dir(tmp_path_factory) -> Path:
+    """$CITEWISE_SCREENSHOTS (from the repository root when relative), else a temporary folder."""
+    chosen = os.environ.get(SCREENSHOTS_ENV, "").strip()
+    folder = ROOT / chosen if chosen else tmp_path_factory.mktemp("screenshots")
+    folder.mkdir(parents=True, exist_ok=True)
+    return folder
+
+
+@pytest.fixture
+def screenshot(screenshot_dir: Path) -> Callable[..., Path]:
+    """screenshot(page, "name.png", **page.screenshot options): saves it in `screenshot_dir`, returns its path."""
+
+    def save(page, name: str, **options) -> Path:
+        path = screenshot_dir / name
+        page.screenshot(path=str(path), **options)
+        return path
+
+    return save

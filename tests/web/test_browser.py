@@ -13,7 +13,7 @@ from collections.abc import Iterator
 
 import pytest
 from tests.support.settings import make_settings
-from tests.web.conftest import ANSWERABLE, CHROMIUM, SCREENSHOTS, UNANSWERABLE, LiveServer
+from tests.web.conftest import ANSWERABLE, CHROMIUM, UNANSWERABLE, LiveServer
 
 from citewise.server import create_app
 from citewise.types import REFUSAL_TEXT
@@ -71,7 +71,7 @@ def recorded(page) -> list[dict]:
     return page.evaluate("window.__cw")
 
 
-def test_answer_streams_with_citations_and_opens_the_quoted_passage(browser, server):
+def test_answer_streams_with_citations_and_opens_the_quoted_passage(browser, server, screenshot):
     page = open_page(browser, server)
     requests: list[dict] = []
     page.on("request", lambda r: requests.append(r.post_data_json) if r.url.endswith("/api/agent/stream") else None)
@@ -125,8 +125,7 @@ def test_answer_streams_with_citations_and_opens_the_quoted_passage(browser, ser
     assert marks.first.inner_text() in body and len(body) > len(marks.first.inner_text())
     assert page.locator("#passage-title").inner_text().endswith((".md", ".mdx", ".html", ".rst", ".pdf", ".txt"))
 
-    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
-    page.screenshot(path=str(SCREENSHOTS / "chat.png"))
+    screenshot(page, "chat.png")
 
     # Escape closes the panel and gives focus back to the citation that opened it.
     page.keyboard.press("Escape")
@@ -213,7 +212,7 @@ def test_unanswerable_question_is_an_honest_answer_not_an_error(browser, server)
     page.close()
 
 
-def test_phone_width_has_no_horizontal_overflow(browser, server):
+def test_phone_width_has_no_horizontal_overflow(browser, server, screenshot):
     page = open_page(browser, server, width=375, height=740)
     ask(page, ANSWERABLE)
     last_answer(page, "done").locator("button.cite").first.click()
@@ -233,8 +232,7 @@ def test_phone_width_has_no_horizontal_overflow(browser, server):
     page.keyboard.press("Escape")
     send = page.locator("#send").bounding_box()
     assert send["x"] + send["width"] <= 375
-    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
-    page.screenshot(path=str(SCREENSHOTS / "chat-phone.png"))
+    screenshot(page, "chat-phone.png")
     assert page.errors == []
     page.close()
 
@@ -510,7 +508,7 @@ def analytics_server(indexed, embedder, tmp_path) -> Iterator[LiveServer]:
         yield live
 
 
-def test_admins_get_an_analytics_page(browser, analytics_server):
+def test_admins_get_an_analytics_page(browser, analytics_server, screenshot):
     import httpx
 
     reader = {"X-API-Key": "k-reader"}
@@ -541,8 +539,7 @@ def test_admins_get_an_analytics_page(browser, analytics_server):
     assert "7433" in bad_answer.inner_text() and "**" not in bad_answer.inner_text()  # rendered, not raw markdown
     assert bad_answer.locator("strong").count() >= 1
     assert page.locator("#reasons tr").count() >= 1
-    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
-    page.screenshot(path=str(SCREENSHOTS / "analytics.png"), full_page=True)
+    screenshot(page, "analytics.png", full_page=True)
     # Only the answers the page expects: 401 before a key is set, 403 for the reader's key.
     assert [e for e in page.errors if "(Unauthorized)" not in e and "(Forbidden)" not in e] == []
     page.close()

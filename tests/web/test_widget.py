@@ -22,7 +22,6 @@ from tests.web.conftest import (
     ANSWERABLE,
     CHROMIUM,
     CORPUS,
-    SCREENSHOTS,
     UNANSWERABLE,
     LiveServer,
 )
@@ -222,11 +221,6 @@ def recorded(page) -> list[dict]:
     return page.evaluate("window.__cw")
 
 
-def shot(page, name: str) -> None:
-    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
-    page.screenshot(path=str(SCREENSHOTS / name))
-
-
 def stream_requests(page) -> list[dict]:
     found: list[dict] = []
     page.on("request", lambda r: found.append(r.post_data_json) if r.url.endswith("/api/agent/stream") else None)
@@ -245,7 +239,7 @@ def test_the_mkdocs_recipe_is_the_tag_the_browser_tests_load():
     assert "{% block scripts %}" in jinja and "{{ super() }}" in jinja
 
 
-def test_widget_on_another_origin_streams_an_answer_and_opens_its_passage(browser, citewise, sites):
+def test_widget_on_another_origin_streams_an_answer_and_opens_its_passage(browser, citewise, sites, screenshot):
     allowed, _ = sites
     page = open_host(browser, allowed.origin + "/guide/")
     requests = stream_requests(page)
@@ -284,7 +278,7 @@ def test_widget_on_another_origin_streams_an_answer_and_opens_its_passage(browse
     page.wait_for_selector(".cw-passage-body mark")
     assert "7433" in " ".join(page.locator(".cw-passage-body mark").all_inner_texts())
     assert "**" not in page.locator(".cw-passage-body").inner_text()
-    shot(page, "widget-passage.png")
+    screenshot(page, "widget-passage.png")
     page.keyboard.press("Escape")  # back to the conversation, focus on the source that opened it
     assert page.locator(".cw-passage").is_hidden()
 
@@ -308,7 +302,7 @@ def test_widget_on_another_origin_streams_an_answer_and_opens_its_passage(browse
     page.press(".cw-answer:last-child .feedback-text", "Enter")
     page.wait_for_function("window.__cw.filter((e) => e.name === 'feedback' && e.comment).length === 1")
     assert refusal.locator(".feedback-down").get_attribute("aria-pressed") == "true"
-    shot(page, "widget-foreign-origin.png")
+    screenshot(page, "widget-foreign-origin.png")
     assert page.errors == []
     page.context.close()
 
@@ -357,7 +351,7 @@ def test_citations_link_to_the_docs_site_and_the_conversation_follows(browser, l
     page.context.close()
 
 
-def test_selected_text_on_the_host_page_is_asked_about(browser, citewise, sites):
+def test_selected_text_on_the_host_page_is_asked_about(browser, citewise, sites, screenshot):
     allowed, _ = sites
     page = open_host(browser, allowed.origin + "/selection/")
     requests = stream_requests(page)
@@ -371,7 +365,7 @@ def test_selected_text_on_the_host_page_is_asked_about(browser, citewise, sites)
     popover.wait_for(state="visible")
     selected = page.evaluate("document.getSelection().toString().trim()")
     assert "7433" in selected
-    shot(page, "widget-selection.png")
+    screenshot(page, "widget-selection.png")
     popover.click()
     assert page.locator(".cw-panel").is_visible() and page.locator(".cw-chip").is_visible()
     assert page.evaluate("document.querySelector('[data-citewise-widget]').shadowRoot.activeElement.className") == (
@@ -387,7 +381,7 @@ def test_selected_text_on_the_host_page_is_asked_about(browser, citewise, sites)
     page.context.close()
 
 
-def test_hostile_host_css_leaves_a_usable_widget(browser, citewise, sites):
+def test_hostile_host_css_leaves_a_usable_widget(browser, citewise, sites, screenshot):
     allowed, _ = sites
     allowed.pages["/hostile/"] = host_page(html_tag(citewise.url), css=HOSTILE_CSS, title="Hostile")
     page = open_host(browser, allowed.origin + "/hostile/")
@@ -413,12 +407,12 @@ def test_hostile_host_css_leaves_a_usable_widget(browser, citewise, sites):
     ask(page, ANSWERABLE)
     answer = answers(page, "done")
     assert "7433" in answer.locator(".cw-body").inner_text()
-    shot(page, "widget-hostile-css.png")
+    screenshot(page, "widget-hostile-css.png")
     assert page.errors == []
     page.context.close()
 
 
-def test_keyboard_phone_width_and_dark_mode(browser, citewise, sites):
+def test_keyboard_phone_width_and_dark_mode(browser, citewise, sites, screenshot):
     allowed, _ = sites
     page = open_host(browser, allowed.origin + "/phone/", width=375, height=720, dark=True)
     wait_ready(page)
@@ -448,7 +442,7 @@ def test_keyboard_phone_width_and_dark_mode(browser, citewise, sites):
     assert geometry["scroll"] <= 375
     red, green, blue = (int(v) for v in re.findall(r"\d+", geometry["bg"])[:3])
     assert max(red, green, blue) < 60  # the reader's dark scheme
-    shot(page, "widget-phone-dark.png")
+    screenshot(page, "widget-phone-dark.png")
     page.keyboard.press("Escape")  # closes, and gives focus back to the launcher
     assert page.locator(".cw-panel").is_hidden()
     assert page.evaluate(active) == "cw-launcher"
