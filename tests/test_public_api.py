@@ -29,3 +29,16 @@ def test_citewise_is_exported_lazily():
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "Citewise"
+
+
+def test_importing_citewise_loads_none_of_its_names():
+    """`import citewise` runs before every `import citewise.<module>` (the CLI's `--help` too): the names it exports
+    load on first use, so it imports neither pydantic nor the types, and they are the types' own objects."""
+    code = (
+        "import sys, citewise; assert 'pydantic' not in sys.modules and 'citewise.types' not in sys.modules, 'eager'; "
+        "from citewise import Answer, Chunk; import citewise.types as types; "
+        "assert Answer is types.Answer and citewise.Chunk is types.Chunk; "
+        "assert set(citewise.__all__) <= set(dir(citewise)); print('ok')"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "ok"

@@ -23,7 +23,6 @@ embedding models alike.
 
 from __future__ import annotations
 
-import asyncio
 import email.utils
 import time
 
@@ -146,7 +145,7 @@ def classify_provider_error(exc: BaseException, *, context: str = "") -> Provide
     wait = retry_after(exc)
     if status == 429:
         return RateLimited(message, retry_after_s=wait)
-    if status in (408, 504) or isinstance(exc, TimeoutError | asyncio.TimeoutError):
+    if status in (408, 504) or isinstance(exc, TimeoutError):  # asyncio.TimeoutError is TimeoutError since 3.11
         return ProviderTimeout(message)
     if status is not None and status >= 500:
         return ProviderUnavailable(message, retry_after_s=wait)

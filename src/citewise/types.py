@@ -31,11 +31,18 @@ PUBLIC_OWNER = "public"
 OWNER_RE = re.compile(r"^[A-Za-z0-9_.@-]{1,128}$")
 
 
+class _Model(BaseModel):
+    """The base of every model here: its validator is built on first use, not at import, so a command that uses
+    few of them (`citewise search` validates a handful, `--help` none) does not build all ~20 at start-up."""
+
+    model_config = ConfigDict(defer_build=True)
+
+
 # What one request may hand over as "the text I selected": searched in memory, never stored.
 MAX_SELECTED_TEXT_CHARS = 10_000
 
 
-class Owner(BaseModel):
+class Owner(_Model):
     """Whose documents a caller may see. This is the one visibility rule: an owner sees its own documents and the
     public ones; no owner (`Owner()`, the public caller) sees public documents only. The store's filter builder
     applies it (`citewise.index.store.build_where`), so a search or a lookup never returns what the caller may not
@@ -72,7 +79,9 @@ class Owner(BaseModel):
         return self.id
 
 
-PUBLIC = Owner()
+# Constructed, not validated (its one field is the default): validating here would build Owner's validator, and
+# pydantic's first one in a process (its plugin scan), at the import of every command, `--help` too.
+PUBLIC = Owner.model_construct()
 
 
 def check_text(name: str, text: object) -> None:
@@ -108,7 +117,7 @@ class BlockKind(StrEnum):
     TABLE = "table"  # a table: never cut inside
 
 
-class Block(BaseModel):
+class Block(_Model):
     """One structural unit of a document, in reading order."""
 
     model_config = ConfigDict(frozen=True)
@@ -119,7 +128,7 @@ class Block(BaseModel):
     page: int | None = None  # 1-based page number for paged sources (PDF)
 
 
-class ParsedDocument(BaseModel):
+class ParsedDocument(_Model):
     """What a loader returns: the document's blocks plus the metadata it could read from the file itself."""
 
     source: str  # stable identity of the document (relative path, BEIR id, ...): doc_id is derived from it
@@ -143,7 +152,7 @@ class DocStatus(StrEnum):
     FAILED = "FAILED"
 
 
-class Chunk(BaseModel):
+class Chunk(_Model):
     """A retrievable passage with everything a citation needs."""
 
     chunk_id: str
@@ -176,7 +185,7 @@ class RetrievalMode(StrEnum):
     LEXICAL = "lexical"
 
 
-class RankingProfile(BaseModel):
+class RankingProfile(_Model):
     """How a search's ranked lists looked before fusion and the gate: the cosines of the best vector candidates
     (best first) and the chunk ids at the top of the vector and the full-text lists. Quote mode weighs the best
     passage against the rest of the corpus with it."""
@@ -186,7 +195,7 @@ class RankingProfile(BaseModel):
     lexical_top: list[str] = Field(default_factory=list)
 
 
-class SearchResult(BaseModel):
+class SearchResult(_Model):
     query: str
     mode: RetrievalMode
     chunks: list[ScoredChunk]
@@ -196,7 +205,7 @@ class SearchResult(BaseModel):
     profile: RankingProfile = Field(default_factory=RankingProfile)
 
 
-class DocumentRecord(BaseModel):
+class DocumentRecord(_Model):
     """One row of the document registry (`citewise docs list`)."""
 
     doc_id: str
@@ -266,7 +275,7 @@ class AnswerMode(StrEnum):
 REFUSAL_TEXT = "I don't have enough information in the current documentation to answer that."
 
 
-class Citation(BaseModel):
+class Citation(_Model):
     """One numbered source of an answer: `[n]` in the answer text refers to the citation with this `n`."""
 
     n: int
@@ -284,7 +293,7 @@ class Citation(BaseModel):
     revision: str | None = None  # the Git commit the cited document was read at (documents synced from Git)
 
 
-class SectionRef(BaseModel):
+class SectionRef(_Model):
     """A section of the docs worth reading — not a citation: a refusal lists the closest ones it found."""
 
     doc_id: str
@@ -326,7 +335,7 @@ class TraceKind(StrEnum):
     EXIT = "exit"  # the exit reason and status; always the last step
 
 
-class TraceEvent(BaseModel):
+class TraceEvent(_Model):
     """One step of a run. Carries no timing, so the trace of a deterministic run is identical run to run."""
 
     type: TraceKind
@@ -353,7 +362,7 @@ class RetrievalFailure(StrEnum):
         return self in (RetrievalFailure.CONNECTION_ERROR, RetrievalFailure.SERVICE_UNAVAILABLE)
 
 
-class ConflictValue(BaseModel):
+class ConflictValue(_Model):
     value: str
     chunk_id: str
     doc_id: str
@@ -361,7 +370,7 @@ class ConflictValue(BaseModel):
     date: str | None = None
 
 
-class ConflictInfo(BaseModel):
+class ConflictInfo(_Model):
     """Retrieved chunks that disagree about one thing (e.g. the same setting with different values)."""
 
     subject: str
@@ -370,12 +379,12 @@ class ConflictInfo(BaseModel):
     rule: str | None = None
 
 
-class Determinism(BaseModel):
+class Determinism(_Model):
     input_hash: str  # question + options + index version + model settings
     output_hash: str  # answer text + citations + exit reason
 
 
-class Answer(BaseModel):
+class Answer(_Model):
     """The result of one question. `exit_reason` is always set; `status` says how to present it."""
 
     question: str
@@ -408,7 +417,7 @@ class Answer(BaseModel):
 # ---------------------------------------------------------------------------------------------------------------
 
 
-class Limits(BaseModel):
+class Limits(_Model):
     """The bounds of one run (from `settings.agent` and `settings.generation`; `citewise.agent.limits.run_limits`)."""
 
     model_config = ConfigDict(frozen=True)
@@ -421,7 +430,7 @@ class Limits(BaseModel):
     tool_retries: int
 
 
-class HistoryTurn(BaseModel):
+class HistoryTurn(_Model):
     """One earlier turn of a conversation a client keeps itself."""
 
     model_config = ConfigDict(frozen=True)
@@ -433,7 +442,7 @@ class HistoryTurn(BaseModel):
 SESSION_ID_RE = OWNER_RE  # what a session id may be: the same alphabet as an owner id
 
 
-class RunRequest(BaseModel):
+class RunRequest(_Model):
     """One question and everything that decides how it is answered. Built by `RunRequest.checked` where a question
     comes in (the library's `Citewise.request`, which the HTTP routes and the CLI call), then passed whole: the
     graph's state holds it, the tools read the owner and the selection from it."""

@@ -17,6 +17,7 @@ same results.
 
 from __future__ import annotations
 
+import functools
 import os
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from datetime import timedelta
@@ -30,7 +31,6 @@ import lance
 import numpy as np
 import pyarrow as pa
 from lance.query import MatchQuery, PhraseQuery
-from tenacity import retry, retry_if_exception, stop_after_attempt, wait_exponential_jitter
 
 from citewise.errors import RetrievalError
 from citewise.index.store import Hit, chunk_counts, in_list, search_text
@@ -73,20 +73,27 @@ def _is_commit_conflict(exc: BaseException) -> bool:
 
 
 def _retry_conflicts(method: Callable) -> Callable:
-    """Retry a write that lost a commit race, on the table's latest version (Lance asks for exactly that)."""
+    """Retry a write that lost a commit race, on the table's latest version (Lance asks for exactly that). tenacity
+    is imported by the first write, not by a search."""
 
-    def checkout_latest(state) -> None:
-        store = state.args[0]
-        if store._table is not None:
-            store._table.checkout_latest()
+    @functools.wraps(method)
+    def retried(store: LanceStore, *args, **kwargs):
+        from tenacity import Retrying, retry_if_exception, stop_after_attempt, wait_exponential_jitter
 
-    return retry(
-        retry=retry_if_exception(_is_commit_conflict),
-        stop=stop_after_attempt(6),
-        wait=wait_exponential_jitter(multiplier=0.05, max=2.0),
-        before_sleep=checkout_latest,
-        reraise=True,
-    )(method)
+        def checkout_latest(state) -> None:
+            if store._table is not None:
+                store._table.checkout_latest()
+
+        retrying = Retrying(
+            retry=retry_if_exception(_is_commit_conflict),
+            stop=stop_after_attempt(6),
+            wait=wait_exponential_jitter(multiplier=0.05, max=2.0),
+            before_sleep=checkout_latest,
+            reraise=True,
+        )
+        return retrying(method, store, *args, **kwargs)
+
+    return retried
 
 
 def _vector_matrix(rows: pa.Table) -> np.ndarray:
