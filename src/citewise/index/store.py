@@ -123,5 +123,9 @@ def build_where(owner: Owner | str | None, filters: Mapping[str, object] | None 
         values = value if isinstance(value, list | tuple | set | frozenset) else [value]
         if not values:
             raise ValidationError(f"Filter {field!r} has no values")
-        clauses.append(in_list(field, sorted(values, key=str)))
+        # No stored text holds a NUL (ingest refuses it, PostgreSQL can't store it, and it would end PostgreSQL's
+        # query text there): a value with one matches nothing, so it is left out, and a filter of only such values
+        # admits no row.
+        values = [v for v in values if not (isinstance(v, str) and "\x00" in v)]
+        clauses.append(in_list(field, sorted(values, key=str)) if values else "chunk_id IS NULL")
     return " AND ".join(clauses)
