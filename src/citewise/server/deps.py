@@ -8,7 +8,6 @@ answers before the agent's imports are paid for.
 from __future__ import annotations
 
 import asyncio
-import copy
 import logging
 import uuid
 from dataclasses import dataclass, field
@@ -51,17 +50,14 @@ class ServerState:
     scheduler: SourceScheduler | None = None  # scheduled source syncs (server.scheduled_syncs)
     feedback: FeedbackStore | None = None  # answers kept for rating (feedback.enabled)
     _build_lock: asyncio.Lock = field(default_factory=asyncio.Lock)
-    _sessionless: tuple[Citewise, Citewise] | None = None  # (the app's Citewise, its view without sessions)
 
     def fresh_locks(self) -> None:
         self._build_lock = asyncio.Lock()
 
-    async def agent(self, *, sessions: bool = True) -> Citewise:
-        """The app's Citewise, built once (in a worker thread: importing the agent stack takes a moment).
-
-        `sessions=False` is the same agent without the checkpointer, for callers that keep their conversation
-        themselves (/v1 sends the whole history, MCP has none): with the checkpointer, each of their runs would
-        write a LangGraph thread that nothing ever resumes. Without it a quote-mode answer also skips the graph."""
+    async def agent(self) -> Citewise:
+        """The app's Citewise, built once (in a worker thread: importing the agent stack takes a moment). A caller
+        that keeps its conversation itself (/v1 sends the whole history, MCP has none) sends no session_id, and a run
+        without one writes no checkpoint."""
         if self.citewise is None:
             async with self._build_lock:
                 if self.citewise is None:
@@ -70,11 +66,7 @@ class ServerState:
                     self.citewise = await asyncio.to_thread(
                         Citewise, self.settings, kb=self.kb, checkpointer=self.checkpointer
                     )
-        if sessions:
-            return self.citewise
-        if self._sessionless is None or self._sessionless[0] is not self.citewise:
-            self._sessionless = (self.citewise, _without_sessions(self.citewise))
-        return self._sessionless[1]
+        return self.citewise
 
     async def record_answer(self, answer: Any, caller: Caller, *, session_id: str | None, surface: str) -> str | None:
         """Keep `answer` so its reader can rate it; its answer id, or None when feedback is off or the store failed
@@ -95,15 +87,6 @@ class ServerState:
         except Exception as exc:
             log.warning("Could not keep an answer for feedback: %s", exc)
             return None
-
-
-def _without_sessions(cw: Citewise) -> Citewise:
-    """`cw` with no checkpointer: the same nodes, model client, knowledge base and compiled-graph cache (a shallow
-    copy). Every run reads `checkpointer` when it starts, so this view's runs keep no thread."""
-    view = copy.copy(cw)
-    view.checkpointer = None
-    view.llm_client = cw.llm_client  # type: ignore[method-assign]  # one model client: the nodes call this one
-    return view
 
 
 async def get_state(request: Request) -> ServerState:

@@ -252,18 +252,14 @@ class MCPEndpoint:
     """The ASGI endpoint at /mcp. The session manager belongs to one run of the app (it can be started only once),
     so the app's lifespan starts a fresh one each time (`running`), and requests go to the current one."""
 
-    def __init__(self, agent: Callable[..., Awaitable[Citewise]], max_body_bytes: int) -> None:
+    def __init__(self, agent: AgentProvider, max_body_bytes: int) -> None:
         self._agent = agent  # ServerState.agent
         self._max_body_bytes = max_body_bytes
         self._manager: StreamableHTTPSessionManager | None = None
 
-    async def _sessionless_agent(self) -> Citewise:
-        # An MCP call is one question with no conversation: nothing to checkpoint (ServerState.agent says more).
-        return await self._agent(sessions=False)
-
     @contextlib.asynccontextmanager
     async def running(self) -> AsyncIterator[None]:
-        server = build_mcp(self._sessionless_agent, _http_owner)
+        server = build_mcp(self._agent, _http_owner)
         server.streamable_http_app(
             stateless_http=True,
             json_response=True,

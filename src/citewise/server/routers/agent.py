@@ -66,7 +66,7 @@ async def prepare_run(
     """`_prepare` for the other surfaces that run through `stream`. keep_session=False: a caller that sends its
     whole conversation every time (/v1) gets a run that keeps nothing on the server — no session id, no checkpoint."""
     session_id, thread_id = agent_session_id(caller, body.session_id) if keep_session else (None, None)
-    agent = await state.agent(sessions=keep_session)
+    agent = await state.agent()
     request = agent.request(
         body.question,
         owner=caller.owner,
