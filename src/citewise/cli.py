@@ -1195,7 +1195,7 @@ def migrate(
         say(
             out,
             "Copied {} document(s), {} chunk(s) with their vectors ({}, {} dims), {} logged question(s), {} cached "
-            "LLM repl(ies), {} source(s).",
+            "LLM repl(ies), {} source(s), {} answer(s) kept for feedback, {} rating(s).",
             report.documents,
             report.chunks,
             report.embeddings,
@@ -1203,6 +1203,8 @@ def migrate(
             report.questions,
             report.llm_cache,
             report.sources,
+            report.feedback_answers,
+            report.feedback_ratings,
         )
         for item in report.not_copied:
             say(out, "[dim]Not copied: {}[/]", item)
