@@ -261,7 +261,13 @@ class ServerSettings(BaseModel):
         1.0, gt=0, description="Largest request body of the JSON endpoints (larger: 413, before it is read)."
     )
     auth_failures_per_minute: int = Field(
-        10, ge=0, description="Failed API key checks per minute per client address before 429 (0: unlimited)."
+        10,
+        ge=0,
+        description=(
+            "Failed API key checks allowed per minute from one client address; past that every request from the "
+            "address is answered `429` with `Retry-After`, whatever key it carries (a right one included), until the "
+            "allowance refills. `0` turns the limit off."
+        ),
     )
     trusted_proxies: tuple[str, ...] = Field(
         (),
