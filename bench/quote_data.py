@@ -2,30 +2,32 @@
 
     .venv/bin/python bench/quote_data.py [--set NAME ...] [--rebuild]
 
-None of the data is committed: the corpora and most question sets live outside the repository (../shared/eval and
-../devsets, see bench/quote_sets.json, the manifest: what each set is, where it comes from, how many questions,
-sha256 of every file). Homes are built once under bench/data/quote/homes/ and reused; every run writes
-bench/data/quote/runs/<set>.jsonl — one line per question: its label, the answer, whether it was right, and the
-decision's signals per part — which bench/fit_quote_decision.py fits on and bench/quote_report.py summarises.
+The questions are ours and committed (bench/questions/, docs/questions.jsonl, tests/fixtures/questions.jsonl); the
+corpora are not: ../shared/eval (Somnia docs, ClapNQ), Debian's copy of pip's documentation, and docs/ as of an
+older commit, read from git. bench/quote_sets.json is the manifest: what each set is, its role, how many questions,
+a sha256 over the files it is built from. Homes are built once under bench/data/quote/homes/ and reused; every run
+writes bench/data/quote/runs/<set>.jsonl — one line per question: its label, the answer, whether it was right, and
+the decision's signals per part — which bench/fit_quote_decision.py fits on.
 
 Distributions (what a held-out set "of each kind" means here):
-- docs QA: questions a user asks of product docs — Citewise's own docs (a frozen copy), the test fixtures' product,
-  and questions written from the Somnia developer docs (a product nobody tuned on);
+- docs QA: questions a user asks of product docs — Citewise's own guide, the test fixtures' product, the Somnia
+  developer docs (two halves by two writers: one fitted on, one judged), and pip's documentation (judged only);
 - on-topic passages without the answer: ClapNQ's unanswerable questions (a near-miss Wikipedia passage), the
-  Somnia FAQ questions whose answer lives only on the held-out FAQ pages, and Somnia questions asked after their
-  answering pages were removed from the corpus (`somnia_rejection`, RGB's negative-rejection setting);
-- SQuAD-style: answerable and adversarially unanswerable questions written over ClapNQ passages.
+  Somnia FAQ questions whose answer lives only on the held-out FAQ pages, and the judged docs sets' questions asked
+  after their answering pages were removed (RGB's negative-rejection setting);
+- SQuAD-style: answerable and adversarially unanswerable questions written over ClapNQ passages (two writers).
 """
 
 from __future__ import annotations
 
 import argparse
+import gzip
 import hashlib
 import json
 import os
-import random
 import re
 import shutil
+import subprocess
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -43,13 +45,17 @@ from citewise.settings import Settings
 from citewise.types import Status
 
 SHARED = ROOT.parent / "shared" / "eval"
-DEVSETS = ROOT.parent / "devsets"
+QUESTIONS = ROOT / "bench" / "questions"
 # CITEWISE_QUOTE_DATA moves homes and runs elsewhere, e.g. to run an older checkout's quote mode on the same sets
 # (PYTHONPATH=that/src) for the "before" column of BENCHMARKS.md.
 DATA = Path(os.environ.get("CITEWISE_QUOTE_DATA", ROOT / "bench" / "data" / "quote"))
 HOMES = DATA / "homes"
 RUNS = DATA / "runs"
 CLAPNQ = SHARED / "clapnq" / "clapnq_dev.jsonl"
+# Debian's python3-pip package ships pip's documentation sources: real product docs nobody tuned quote mode on.
+PIP_DOCS = Path("/usr/share/doc/python3-pip/html")
+# Citewise's own guide as it was when its question set (docs/questions.jsonl) was written.
+CITEWISE_DOCS_COMMIT = "2892aed"
 
 
 @dataclass
@@ -62,6 +68,7 @@ class Question:
     gold_ids: list[str] = field(default_factory=list)  # doc ids (passages/pages) that answer it
     gold_spans: list[str] = field(default_factory=list)  # short gold answers (SQuAD-style)
     kind: str = ""
+    source: list[str] = field(default_factory=list)  # pages that answer it (written docs sets)
 
 
 @dataclass
@@ -77,12 +84,17 @@ class QuestionSet:
     distribution: str  # docs | on_topic_negative | squad_style
     corpus: Callable[[], Corpus]
     questions: Callable[[], list[Question]]
-    role: str  # fit (the decision is fitted on it) | dev (failures are studied on it) | judge (only ever scored)
+    role: str  # fit (fitted on; failures may be studied) | judge (only ever scored)
     description: str = ""
+    files: Callable[[], list[Path]] = list  # what the set is built from, for the manifest
 
 
 def _jsonl(path: Path) -> list[dict]:
     return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+
+
+def _digest(text: str) -> str:
+    return hashlib.sha256(text.encode()).hexdigest()
 
 
 # -- corpora -------------------------------------------------------------------------------------------------------
@@ -92,68 +104,56 @@ def somnia_pages() -> dict[str, str]:
     """The Somnia pages minus the FAQ pages and any byte-identical copy of them (make_somnia_beir's rule)."""
     pairs = _jsonl(SOMNIA / "faq_qa_pairs.jsonl")
     pages = {p.name: p.read_text(encoding="utf-8") for p in sorted((SOMNIA / "docs").glob("*.md"))}
-    faq = {hashlib.sha256(pages[Path(pair["source_page"]).name].encode()).hexdigest() for pair in pairs}
-    return {n: t for n, t in pages.items() if hashlib.sha256(t.encode()).hexdigest() not in faq}
+    faq = {_digest(pages[Path(pair["source_page"]).name]) for pair in pairs}
+    return {n: t for n, t in pages.items() if _digest(t) not in faq}
+
+
+def pip_pages() -> dict[str, str]:
+    """pip's user documentation (bench/questions/pip_docs_build.sh's selection, in Python): every .md and .rst page
+    under Debian's copy, .gz ones decompressed, without the changelog, the licence and the contributor guide."""
+    if not PIP_DOCS.is_dir():
+        raise SystemExit(f"{PIP_DOCS} is missing: install Debian's python3-pip package for the pip_docs sets")
+    pages = {}
+    for path in sorted(PIP_DOCS.rglob("*")):
+        rel = path.relative_to(PIP_DOCS).as_posix()
+        name = rel.removesuffix(".gz")
+        if not path.is_file() or not name.endswith((".md", ".rst")):
+            continue
+        if name in ("news.rst", "copyright.rst") or name.startswith("development/"):
+            continue
+        data = gzip.decompress(path.read_bytes()) if rel.endswith(".gz") else path.read_bytes()
+        pages[name] = data.decode("utf-8")
+    return pages
+
+
+def citewise_docs_pages() -> dict[str, str]:
+    """docs/ as it was at CITEWISE_DOCS_COMMIT (read from git), the guide docs/questions.jsonl was written for."""
+    out = subprocess.run(
+        ["git", "-C", str(ROOT), "ls-tree", "--name-only", CITEWISE_DOCS_COMMIT, "docs/"],
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stdout.split()
+    pages = {}
+    for path in out:
+        if path.endswith(".md"):
+            show = ["git", "-C", str(ROOT), "show", f"{CITEWISE_DOCS_COMMIT}:{path}"]
+            pages[path.removeprefix("docs/")] = subprocess.run(show, check=True, capture_output=True, text=True).stdout
+    return pages
 
 
 def _folder(name: str, pages: dict[str, str]) -> Path:
     folder = DATA / "corpora" / name
-    if folder.exists() and sorted(p.name for p in folder.iterdir()) == sorted(pages):
+    present = (
+        sorted(p.relative_to(folder).as_posix() for p in folder.rglob("*") if p.is_file()) if folder.exists() else []
+    )
+    if present == sorted(pages) and all((folder / n).read_text(encoding="utf-8") == t for n, t in pages.items()):
         return folder
     shutil.rmtree(folder, ignore_errors=True)
-    folder.mkdir(parents=True)
     for page, text in pages.items():
+        (folder / page).parent.mkdir(parents=True, exist_ok=True)
         (folder / page).write_text(text, encoding="utf-8")
     return folder
-
-
-def somnia_corpus() -> Corpus:
-    return Corpus("somnia", folders=[_folder("somnia", somnia_pages())])
-
-
-# Half of the pages the written Somnia questions are answered from, drawn once with a fixed seed, are removed for
-# the rejection set: its questions were answerable, and now only on-topic pages without their answer remain.
-REJECTION_SEED = 9
-
-
-def _rejection_split() -> tuple[set[str], dict[str, str]]:
-    pages = somnia_pages()
-    sources = sorted({s for q in _jsonl(DEVSETS / "somnia_questions.jsonl") if q["answerable"] for s in q["source"]})
-    removed = set(random.Random(REJECTION_SEED).sample(sources, len(sources) // 2))
-    digests = {hashlib.sha256(pages[p].encode()).hexdigest() for p in removed if p in pages}
-    keep = {
-        n: t for n, t in pages.items() if n not in removed and hashlib.sha256(t.encode()).hexdigest() not in digests
-    }
-    return removed, keep
-
-
-def somnia_rejection_corpus() -> Corpus:
-    _, keep = _rejection_split()
-    return Corpus("somnia_rejection", folders=[_folder("somnia_rejection", keep)])
-
-
-def citewise_docs_corpus() -> Corpus:
-    return Corpus("citewise_docs", folders=[DEVSETS / "citewise_docs_frozen"])
-
-
-def fixtures_corpus() -> Corpus:
-    return Corpus("fixtures", folders=[ROOT / "tests" / "fixtures" / "corpus"])
-
-
-def _passages(path: Path) -> list[tuple[str, str, str]]:
-    dataset = load_jsonl(path)
-    return [(p.id, p.title, p.text) for p in dataset.passages]
-
-
-def clapnq_corpus() -> Corpus:
-    return Corpus("clapnq", passages=_passages(CLAPNQ))
-
-
-def squadlike_corpus() -> Corpus:
-    return Corpus("squadlike", passages=_passages(DEVSETS / "squadlike.jsonl"))
-
-
-# -- questions -----------------------------------------------------------------------------------------------------
 
 
 def _written(path: Path) -> list[Question]:
@@ -165,6 +165,55 @@ def _written(path: Path) -> list[Question]:
             expect_any=list(row.get("expect_any") or []),
             expect_all=[list(group) for group in row.get("expect_all") or []],
             kind=row.get("kind", ""),
+            source=list(row.get("source") or []),
+        )
+        for row in _jsonl(path)
+    ]
+
+
+def rejection(pages: dict[str, str], questions: list[Question]) -> tuple[dict[str, str], list[Question]]:
+    """RGB's negative rejection on a docs set: every page that answers one of its answerable questions is removed
+    (and any byte-identical copy), and each such question whose expected strings no longer occur anywhere in what
+    remains is asked again, now unanswerable: only on-topic pages without its answer are left."""
+    removed = {_digest(pages[s]) for q in questions if q.answerable for s in q.source if s in pages}
+    keep = {n: t for n, t in pages.items() if _digest(t) not in removed}
+    remaining = _norm("\n".join(keep.values()))
+    out = []
+    for q in questions:
+        if not q.answerable:
+            continue
+        strings = q.expect_any + [s for group in q.expect_all for s in group]
+        if any(_norm(s) in remaining for s in strings):
+            continue  # the answer is still somewhere in the corpus
+        out.append(Question(id=q.id + "-rej", question=q.question, answerable=False, kind=q.kind))
+    return keep, out
+
+
+def _passages(path: Path) -> list[tuple[str, str, str]]:
+    dataset = load_jsonl(path)
+    return [(p.id, p.title, p.text) for p in dataset.passages]
+
+
+def _clapnq_rows() -> dict[str, dict]:
+    return {row["id"]: row for row in _jsonl(CLAPNQ)}
+
+
+def squadlike_corpus(path: Path) -> Corpus:
+    """The ClapNQ passages a SQuAD-style set was written over (each once), by their ClapNQ row id."""
+    rows = _clapnq_rows()
+    ids = list(dict.fromkeys(row["passage_id"] for row in _jsonl(path)))
+    return Corpus(path.stem, passages=[(i, rows[i].get("title") or "", rows[i]["context"]) for i in ids])
+
+
+def squadlike_questions(path: Path) -> list[Question]:
+    return [
+        Question(
+            id=row["id"],
+            question=row["question"],
+            answerable=bool(row["answers"]),
+            gold_ids=[row["passage_id"]],
+            gold_spans=list(row["answers"]),
+            kind=row.get("kind", ""),
         )
         for row in _jsonl(path)
     ]
@@ -173,21 +222,9 @@ def _written(path: Path) -> list[Question]:
 def _from_jsonl(path: Path) -> list[Question]:
     dataset = load_jsonl(path)
     return [
-        Question(
-            id=q.id,
-            question=q.question,
-            answerable=q.answerable,
-            gold_ids=list(q.passage_ids),
-            gold_spans=list(q.answers) if path.name == "squadlike.jsonl" else [],
-        )
+        Question(id=q.id, question=q.question, answerable=q.answerable, gold_ids=list(q.passage_ids))
         for q in dataset.questions
     ]
-
-
-def _somnia_half(parity: int) -> list[Question]:
-    """The written Somnia questions with odd (1: the development half, read when studying failures) or even (0: the
-    held-out half, only ever scored) numbers."""
-    return [q for q in _written(DEVSETS / "somnia_questions.jsonl") if int(q.id.rsplit("-", 1)[1]) % 2 == parity]
 
 
 def somnia_faq_questions() -> list[Question]:
@@ -203,108 +240,156 @@ def somnia_faq_questions() -> list[Question]:
     ]
 
 
-def somnia_rejection_questions() -> list[Question]:
-    removed, keep = _rejection_split()
-    remaining = "\n".join(keep.values()).lower()
-    out = []
-    for q in _written(DEVSETS / "somnia_questions.jsonl"):
-        if not q.answerable or not set(_jsonl_sources(q.id)) <= removed:
-            continue
-        strings = q.expect_any + [s for group in q.expect_all for s in group]
-        if any(s.lower() in remaining for s in strings):
-            continue  # the answer is still somewhere in the corpus
-        out.append(Question(id=q.id + "-rej", question=q.question, answerable=False, kind=q.kind))
-    return out
+def _docs_set(
+    name: str, corpus: str, pages: Callable[[], dict[str, str]], questions: Path, role: str, description: str, files
+):
+    return QuestionSet(
+        name,
+        "docs",
+        lambda: Corpus(corpus, folders=[_folder(corpus, pages())]),
+        lambda: _written(questions),
+        role,
+        description,
+        files,
+    )
 
 
-def _jsonl_sources(question_id: str) -> list[str]:
-    for row in _jsonl(DEVSETS / "somnia_questions.jsonl"):
-        if row["id"] == question_id:
-            return list(row["source"])
-    return []
+def _rejection_set(name: str, pages: Callable[[], dict[str, str]], questions: Path, description: str, files):
+    def corpus() -> Corpus:
+        keep, _ = rejection(pages(), _written(questions))
+        return Corpus(name, folders=[_folder(name, keep)])
+
+    return QuestionSet(
+        name,
+        "on_topic_negative",
+        corpus,
+        lambda: rejection(pages(), _written(questions))[1],
+        "judge",
+        description,
+        files,
+    )
 
 
-def squadlike2_corpus() -> Corpus:
-    return Corpus("squadlike2", passages=_passages(DEVSETS / "squadlike2.jsonl"))
+def _somnia_files() -> list[Path]:
+    return sorted((SOMNIA / "docs").glob("*.md"))
 
+
+def _pip_files() -> list[Path]:
+    return sorted(p for p in PIP_DOCS.rglob("*") if p.is_file())
+
+
+SOMNIA_A = QUESTIONS / "somnia_a.jsonl"
+SOMNIA_B = QUESTIONS / "somnia_b.jsonl"
+PIP = QUESTIONS / "pip_docs.jsonl"
+CITEWISE_QUESTIONS = ROOT / "docs" / "questions.jsonl"
+FIXTURE_QUESTIONS = ROOT / "tests" / "fixtures" / "questions.jsonl"
+SQUAD_A = QUESTIONS / "squadlike_a.jsonl"
+SQUAD_B = QUESTIONS / "squadlike_b.jsonl"
 
 SETS: dict[str, QuestionSet] = {
     s.name: s
     for s in (
-        QuestionSet(
+        _docs_set(
             "citewise_docs",
-            "docs",
-            citewise_docs_corpus,
-            lambda: _written(DEVSETS / "citewise_docs_questions.jsonl"),
+            "citewise_docs",
+            citewise_docs_pages,
+            CITEWISE_QUESTIONS,
             "fit",
-            "85 answerable + 30 near-miss questions a new user asks of Citewise's own guide (a frozen copy of docs/ "
-            "at 2892aed); typos and two-part questions included; docs/questions.jsonl is this set",
+            f"questions a new user asks of Citewise's own guide (docs/ as of {CITEWISE_DOCS_COMMIT}); typos and "
+            "two-part questions included (docs/questions.jsonl)",
+            lambda: [CITEWISE_QUESTIONS],
         ),
         QuestionSet(
             "fixtures",
             "docs",
-            fixtures_corpus,
-            lambda: _written(DEVSETS / "fixture_questions.jsonl"),
+            lambda: Corpus("fixtures", folders=[ROOT / "tests" / "fixtures" / "corpus"]),
+            lambda: _written(FIXTURE_QUESTIONS),
             "fit",
-            "33 + 12 questions about the test fixtures' fictional product (tests/fixtures/questions.jsonl)",
+            "questions about the test fixtures' fictional product (tests/fixtures/questions.jsonl)",
+            lambda: [FIXTURE_QUESTIONS, *sorted((ROOT / "tests" / "fixtures" / "corpus").rglob("*.*"))],
         ),
-        QuestionSet(
-            "somnia_docs_dev",
-            "docs",
-            somnia_corpus,
-            lambda: _somnia_half(1),
+        _docs_set(
+            "somnia_a",
+            "somnia",
+            somnia_pages,
+            SOMNIA_A,
             "fit",
-            "the odd-numbered half of 153 + 50 questions written from the Somnia developer docs (161 pages)",
+            "questions written from the first half of the Somnia developer docs' pages (alphabetical), asked of "
+            "all 161 pages; near-miss unanswerables checked absent from every page",
+            lambda: [SOMNIA_A, *_somnia_files()],
         ),
-        QuestionSet(
-            "somnia_docs",
-            "docs",
-            somnia_corpus,
-            lambda: _somnia_half(0),
+        _docs_set(
+            "somnia_b",
+            "somnia",
+            somnia_pages,
+            SOMNIA_B,
             "judge",
-            "the even-numbered half of the Somnia questions: never fitted on, never read when studying failures",
+            "questions written from the other half of the Somnia pages by another writer: never fitted on, never "
+            "read when studying failures",
+            lambda: [SOMNIA_B, *_somnia_files()],
+        ),
+        _docs_set(
+            "pip_docs",
+            "pip_docs",
+            pip_pages,
+            PIP,
+            "judge",
+            "questions a pip user asks of pip's own documentation (Debian's python3-pip copy, 57 pages): a product "
+            "nobody tuned on, never fitted on, never read when studying failures",
+            lambda: [PIP, *_pip_files()],
         ),
         QuestionSet(
             "clapnq",
             "on_topic_negative",
-            clapnq_corpus,
+            lambda: Corpus("clapnq", passages=_passages(CLAPNQ)),
             lambda: _from_jsonl(CLAPNQ),
             "fit",
             "ClapNQ dev: 300 answerable + 300 unanswerable questions whose passage is a near miss, over 597 passages",
+            lambda: [CLAPNQ],
         ),
-        QuestionSet(
+        _rejection_set(
             "somnia_rejection",
-            "on_topic_negative",
-            somnia_rejection_corpus,
-            somnia_rejection_questions,
-            "judge",
-            "answerable Somnia questions asked after their answering pages were removed (RGB's negative rejection): "
-            "only on-topic pages without the answer remain",
+            somnia_pages,
+            SOMNIA_B,
+            "somnia_b's answerable questions asked after every page that answers any of them was removed (RGB's "
+            "negative rejection): only on-topic pages without the answer remain",
+            lambda: [SOMNIA_B, *_somnia_files()],
+        ),
+        _rejection_set(
+            "pip_rejection",
+            pip_pages,
+            PIP,
+            "pip_docs' answerable questions asked after every page that answers any of them was removed",
+            lambda: [PIP, *_pip_files()],
         ),
         QuestionSet(
             "somnia_faq",
             "on_topic_negative",
-            somnia_corpus,
+            lambda: Corpus("somnia", folders=[_folder("somnia", somnia_pages())]),
             somnia_faq_questions,
             "judge",
             "the 53 Somnia FAQ questions with both FAQ pages held out; answerable when bench/make_somnia_beir.py's "
-            "rule ties the FAQ answer to a page (22), else labelled unanswerable (31)",
+            "rule ties the FAQ answer to a page (22), else unanswerable (31)",
+            lambda: [SOMNIA / "faq_qa_pairs.jsonl", *_somnia_files()],
         ),
         QuestionSet(
             "squadlike",
             "squad_style",
-            squadlike_corpus,
-            lambda: _from_jsonl(DEVSETS / "squadlike.jsonl"),
+            lambda: squadlike_corpus(SQUAD_A),
+            lambda: squadlike_questions(SQUAD_A),
             "fit",
-            "120 answerable + 120 adversarial unanswerable SQuAD-2.0-style questions written over ClapNQ passages",
+            "120 answerable + 120 adversarial unanswerable SQuAD-2.0-style questions (negation, antonym, entity "
+            "swap, mutual exclusion, impossible condition, other detail) written over 120 ClapNQ passages",
+            lambda: [SQUAD_A, CLAPNQ],
         ),
         QuestionSet(
             "squadlike2",
             "squad_style",
-            squadlike2_corpus,
-            lambda: _from_jsonl(DEVSETS / "squadlike2.jsonl"),
+            lambda: squadlike_corpus(SQUAD_B),
+            lambda: squadlike_questions(SQUAD_B),
             "judge",
-            "100 + 100 more, over other ClapNQ passages, with SQuAD 2.0's mix of adversarial kinds",
+            "100 + 100 more by another writer, over 100 other ClapNQ passages, the same adversarial kinds",
+            lambda: [SQUAD_B, CLAPNQ],
         ),
     )
 }
@@ -314,42 +399,37 @@ MANIFEST = ROOT / "bench" / "quote_sets.json"
 
 
 def write_manifest() -> dict:
-    """bench/quote_sets.json: every set's role, distribution, description, counts and the sha256 of the files it is
-    built from (none of which is in the repository)."""
-
-    def digest(path: Path) -> str:
-        return hashlib.sha256(path.read_bytes()).hexdigest()
-
-    files = {
-        "citewise_docs": [
-            DEVSETS / "citewise_docs_questions.jsonl",
-            *sorted((DEVSETS / "citewise_docs_frozen").glob("*")),
-        ],
-        "fixtures": [DEVSETS / "fixture_questions.jsonl"],
-        "somnia_docs_dev": [DEVSETS / "somnia_questions.jsonl"],
-        "somnia_docs": [DEVSETS / "somnia_questions.jsonl"],
-        "clapnq": [CLAPNQ],
-        "somnia_rejection": [DEVSETS / "somnia_questions.jsonl"],
-        "somnia_faq": [SOMNIA / "faq_qa_pairs.jsonl"],
-        "squadlike": [DEVSETS / "squadlike.jsonl"],
-        "squadlike2": [DEVSETS / "squadlike2.jsonl"],
-    }
+    """bench/quote_sets.json: every set's role, distribution, description, counts, and one sha256 over the files it
+    is built from (the question files are in bench/questions/; the corpora stay outside the repository)."""
     manifest = {
-        "note": "Question sets quote mode's decision is fitted and judged on; the data stays outside the repository.",
+        "note": "Question sets quote mode's decision is fitted and judged on: questions in bench/questions/ (and "
+        "docs/questions.jsonl, tests/fixtures/questions.jsonl); corpora outside the repository.",
         "sets": {},
     }
     for name, spec in SETS.items():
         questions = spec.questions()
+        digest = hashlib.sha256()
+        files = [p for p in spec.files() if p.is_file()]
+        for path in files:
+            digest.update(path.read_bytes())
         manifest["sets"][name] = {
             "role": spec.role,
             "distribution": spec.distribution,
             "description": spec.description,
             "answerable": sum(q.answerable for q in questions),
             "unanswerable": sum(not q.answerable for q in questions),
-            "files": {str(path.relative_to(ROOT.parent)): digest(path) for path in files[name] if path.is_file()},
+            "files": len(files),
+            "sha256": digest.hexdigest(),
         }
     MANIFEST.write_text(json.dumps(manifest, indent=2) + "\n")
     return manifest
+
+
+_MARKUP = re.compile(r"[`*_]+")
+
+
+def _norm(text: str) -> str:
+    return " ".join(_MARKUP.sub("", strip_citation_markers(text)).lower().split())
 
 
 # -- running -------------------------------------------------------------------------------------------------------
@@ -376,13 +456,6 @@ def build_home(corpus: Corpus, rebuild: bool = False) -> Path:
     if corpus.folders:
         ingestor.ingest_paths(corpus.folders, prune=True)
     return home
-
-
-_MARKUP = re.compile(r"[`*_]+")
-
-
-def _norm(text: str) -> str:
-    return " ".join(_MARKUP.sub("", strip_citation_markers(text)).lower().split())
 
 
 def judge(question: Question, status: str, text: str, cited_docs: list[str]) -> str:
