@@ -179,30 +179,46 @@ def choose_threshold(data: dict[str, list[dict]], weights: np.ndarray, intercept
     return best[1]
 
 
-def document(weights: dict[str, float], intercept: float, threshold: float) -> None:
-    """Rewrite the three fitted rows of docs/configuration.md's quote table (a test ties the page to Settings)."""
+def document() -> None:
+    """Rewrite the fitted rows of docs/configuration.md's quote table from decision.json (a test ties the page to
+    Settings): the decision's weights, intercept and threshold, the sentence ranker's weights and intercept."""
+    fitted = json.loads(DECISION.read_text())
+    ranker = fitted.get("ranker") or {"weights": {}, "intercept": 0.0}
     rows = {
         "weights": (
             "CITEWISE_QUOTE__WEIGHTS",
-            ", ".join(f"`{name}`: {value}" for name, value in weights.items()),
+            ", ".join(f"`{name}`: {value}" for name, value in fitted["weights"].items()),
             "feature → weight",
             "Weights of the answer-or-refuse model's signals (each is described in "
             "[How quote mode decides](answers.md#how-quote-mode-decides)).",
         ),
-        "intercept": ("CITEWISE_QUOTE__INTERCEPT", f"`{intercept}`", "any number", "The model's intercept."),
+        "intercept": ("CITEWISE_QUOTE__INTERCEPT", f"`{fitted['intercept']}`", "any number", "The model's intercept."),
         "threshold": (
             "CITEWISE_QUOTE__THRESHOLD",
-            f"`{threshold}`",
+            f"`{fitted['threshold']}`",
             "0–1",
             "Answer when the model's probability that the evidence answers the question reaches this; lower answers "
             "more, higher refuses more.",
         ),
+        "ranker_weights": (
+            "CITEWISE_QUOTE__RANKER_WEIGHTS",
+            ", ".join(f"`{name}`: {value}" for name, value in ranker["weights"].items()) or "none",
+            "feature → weight",
+            "Weights of the sentence ranker's features, which choose the sentences an answer quotes (see "
+            "[How quote mode decides](answers.md#how-quote-mode-decides)); empty: the hand-weighed relevance alone.",
+        ),
+        "ranker_intercept": (
+            "CITEWISE_QUOTE__RANKER_INTERCEPT",
+            f"`{ranker['intercept']}`",
+            "any number",
+            "The sentence ranker's intercept.",
+        ),
     }
     lines = CONFIGURATION.read_text().splitlines()
-    anchor = next(i for i, line in enumerate(lines) if line.startswith("| `passages` | `CITEWISE_QUOTE__PASSAGES`"))
     lines = [
         line for line in lines if not any(line.startswith(f"| `{name}` | `{env}`") for name, (env, *_) in rows.items())
     ]
+    anchor = next(i for i, line in enumerate(lines) if line.startswith("| `passages` | `CITEWISE_QUOTE__PASSAGES`"))
     new = [
         f"| `{name}` | `{env}` | {default} | {allowed} | {text} |"
         for name, (env, default, allowed, text) in rows.items()
@@ -267,9 +283,11 @@ def main() -> None:
         print(f"LOO {name:14} {json.dumps(fig)}")
     print("weights", report["weights"], "intercept", report["intercept"], "threshold", threshold)
     if not args.no_write:
+        ranker = json.loads(DECISION.read_text()).get("ranker")
         DECISION.write_text(
             json.dumps(
                 {
+                    **({"ranker": ranker} if ranker else {}),
                     "weights": report["weights"],
                     "intercept": report["intercept"],
                     "threshold": threshold,
@@ -283,7 +301,7 @@ def main() -> None:
             + "\n"
         )
         write_result("quote_decision", report)
-        document(report["weights"], report["intercept"], threshold)
+        document()
 
 
 if __name__ == "__main__":

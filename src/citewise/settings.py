@@ -196,8 +196,9 @@ class GenerationSettings(BaseModel):
 _QUOTE_MODEL = Path(__file__).parent / "quote" / "decision.json"
 
 
-def _fitted(key: str) -> Any:
-    return json.loads(_QUOTE_MODEL.read_text(encoding="utf-8"))[key]
+def _fitted(key: str, default: Any = None) -> Any:
+    fitted = json.loads(_QUOTE_MODEL.read_text(encoding="utf-8"))
+    return fitted[key] if default is None else fitted.get(key, default)
 
 
 class QuoteSettings(BaseModel):
@@ -217,6 +218,17 @@ class QuoteSettings(BaseModel):
         ),
     )
     intercept: float = Field(default_factory=lambda: float(_fitted("intercept")), description="The model's intercept.")
+    ranker_weights: dict[str, float] = Field(
+        default_factory=lambda: dict(_fitted("ranker", {}).get("weights", {})),
+        description=(
+            "Weights of the sentence ranker's features (fitted by bench/fit_quote_ranker.py; see "
+            "docs/answers.md#how-quote-mode-decides); empty: rank by the hand-weighed relevance alone."
+        ),
+    )
+    ranker_intercept: float = Field(
+        default_factory=lambda: float(_fitted("ranker", {}).get("intercept", 0.0)),
+        description="The sentence ranker's intercept.",
+    )
     threshold: float = Field(
         default_factory=lambda: float(_fitted("threshold")),
         ge=0.0,

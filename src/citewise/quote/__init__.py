@@ -17,7 +17,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from citewise.quote.compose import Composed, CorpusStats, Profile, compose
+from citewise.quote.compose import Composed, CorpusStats, Profile, Ranker, compose
 from citewise.quote.decide import FEATURES, Signals, Verdict, decide
 from citewise.quote.question import Question, QuestionKind, analyse, question_focus, split_parts
 from citewise.settings import QuoteSettings
@@ -89,6 +89,7 @@ def answer(
     def decider(signals: Signals) -> Verdict:
         return decide(signals, settings.weights, settings.intercept, settings.threshold)
 
+    ranker = Ranker(dict(settings.ranker_weights), settings.ranker_intercept) if settings.ranker_weights else None
     limit = max_sentences or settings.max_sentences
     per_part = max(2, limit // len(parts)) if len(parts) > 1 else limit
     results: list[tuple[Part, Composed]] = []
@@ -101,6 +102,7 @@ def answer(
             style=style,
             corpus=corpus,
             profile=part.profile,
+            ranker=ranker,
         )
         results.append((part, composed))
     reports = [

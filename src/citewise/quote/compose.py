@@ -30,7 +30,11 @@ from citewise.quote.sentences import (
     defines,
     is_anaphoric,
     is_asking,
+    is_fragment,
+    is_introduction,
+    is_link_trail,
     is_navigation,
+    is_shouting,
     link_targets,
     predecessor,
     values,
@@ -44,6 +48,10 @@ RELATIVE_CUTOFF = 0.5  # a sentence joins the answer when at least this fraction
 REDUNDANCY_JACCARD = 0.6  # two sentences sharing this much of their content words say the same thing
 CODE_MIN_COVERAGE = 0.5  # a code block covering this much of the question is quoted beside its passage's prose
 HEADING_SHARE = 0.3  # how much a sentence's section headings count in its relevance
+NAVIGATION_FACTOR = 0.5  # a sentence that only points elsewhere ("See [X](x.md) for …")
+FURNITURE_FACTOR = 0.2  # breadcrumbs, "Previous / Next" links, notices in capitals
+INTRODUCTION_FACTOR = 0.6  # "This guide will teach you how to …" (not for "what is X": a page may define it so)
+FRAGMENT_FACTOR = 0.5  # a bare heading line repeated in the text
 FACTOID_EXPECTS = ("date", "number", "duration", "name", "name_or_value")
 RARE_SHARE = 0.02  # a question word in at most this share of chunks (at least 2) is one the question hinges on
 COMMON_ANCHOR_SHARE = 0.1  # an anchor in more than this share of chunks is the corpus's topic, not the question's ...
@@ -164,6 +172,23 @@ def _section_names_subject(chunk: ScoredChunk, subject: str | None) -> bool:
     return bool(wanted) and wanted <= content_terms(section)
 
 
+def _form_factor(sentence: Sentence, question: Question) -> float:
+    """How much a sentence's form lets it answer anything: a pointer elsewhere, page furniture (breadcrumbs,
+    "Next" links), a notice in capitals, a page's introduction of itself and a bare heading line weigh less than a
+    statement."""
+    text = sentence.text
+    factor = 1.0
+    if is_navigation(text):
+        factor *= NAVIGATION_FACTOR
+    if is_link_trail(text) or is_shouting(text):
+        factor *= FURNITURE_FACTOR
+    if is_introduction(text) and question.kind != QuestionKind.DEFINITION:
+        factor *= INTRODUCTION_FACTOR
+    if is_fragment(sentence):
+        factor *= FRAGMENT_FACTOR
+    return factor
+
+
 def _kind_factor(sentence: Sentence, question: Question, chunk: ScoredChunk, chunks) -> float:
     kind = question.kind
     if kind in (QuestionKind.VALUE,):
@@ -255,10 +280,108 @@ class Scored:
     relevance: float
     coverage: float  # IDF-weighted share of the question's words the sentence holds (headings not counted)
     sentence: Sentence
+    features: dict[str, float] = field(default_factory=dict, compare=False)  # what the ranker saw
 
 
-def score(question: Question, chunks: Sequence[tuple[int, ScoredChunk]], *, code: bool) -> list[Scored]:
-    """Every candidate with its relevance, best first (ties: passage order, then position)."""
+# The sentence ranker's inputs, each computed in `_features`; its weights are fitted by bench/fit_quote_ranker.py on
+# which candidates hold an expected answer (QuoteSettings.ranker).
+RANKER_FEATURES = (
+    "relevance",
+    "top",
+    "slot",
+    "strength",
+    "lexical",
+    "heading_coverage",
+    "kind",
+    "code",
+    "step",
+    "table",
+    "label",
+    "words",
+    "first",
+    "introduction",
+    "fragment",
+    "navigation",
+    "furniture",
+    "anaphoric",
+    "value",
+    "inline_code",
+    "anchors",
+)
+
+
+def _kind_match(sentence: Sentence, question: Question) -> float:
+    """+1 when a sentence has the form the question's kind wants (a value, a definition of the subject, a command or
+    a step, a name), -1 when it has not, 0 when the kind wants nothing in particular."""
+    text = sentence.text
+    if question.kind == QuestionKind.VALUE or question.expects in ("number", "date", "duration", "value"):
+        return 1.0 if _new_values(text, question) else -1.0
+    if question.kind == QuestionKind.DEFINITION and question.subject:
+        return 1.0 if defines(text, question.subject) else 0.0
+    if question.kind == QuestionKind.PROCEDURE:
+        return 1.0 if sentence.code or sentence.step or _IMPERATIVE_RE.match(text) or "`" in text else -1.0
+    if question.kind == QuestionKind.ENTITY:
+        return 1.0 if _has_name(text, question) else -1.0
+    return 0.0
+
+
+def _features(
+    s: Sentence, base: float, best: float, top: bool, question: Question, chunks, strengths, headings
+) -> dict[str, float]:
+    text = s.text
+    terms = set(question.terms)
+    context = s.terms | headings[s.slot]
+    anchors = question.anchors
+    lowered = s.rendered().lower()
+    return {
+        "relevance": base / best if best > 0 else 0.0,
+        "top": float(top),
+        "slot": float(min(s.slot, 9)),
+        "strength": strengths[s.slot],
+        "lexical": float(chunks[s.slot][1].lexical_score is not None),
+        "heading_coverage": len(terms & context) / len(terms) if terms else 0.0,
+        "kind": _kind_match(s, question),
+        "code": float(s.code),
+        "step": float(s.step),
+        "table": float(bool(s.header)),
+        "label": float(s.label),
+        "words": math.log1p(len(text.split())),
+        "first": float(s.index == 0),
+        "introduction": float(not s.code and is_introduction(text)),
+        "fragment": float(is_fragment(s)),
+        "navigation": float(not s.code and is_navigation(text)),
+        "furniture": float(not s.code and (is_link_trail(text) or is_shouting(text))),
+        "anaphoric": float(not s.code and is_anaphoric(text)),
+        "value": float(bool(values(text))),
+        "inline_code": float("`" in text),
+        "anchors": sum(_anchor_present(a, lowered, s.terms) for a in anchors) / len(anchors) if anchors else 1.0,
+    }
+
+
+def rank_score(features: dict[str, float], ranker: Ranker | None) -> float:
+    """The ranker's probability that a candidate holds the answer, or (no ranker) the hand-weighed relevance."""
+    if ranker is None:
+        return features["relevance"]
+    z = ranker.intercept + sum(ranker.weights.get(name, 0.0) * value for name, value in features.items())
+    return 1.0 / (1.0 + math.exp(-max(-60.0, min(60.0, z))))
+
+
+@dataclass(frozen=True)
+class Ranker:
+    """The fitted sentence ranker: weights over RANKER_FEATURES (raw values) and an intercept."""
+
+    weights: dict[str, float]
+    intercept: float
+
+
+def score(
+    question: Question, chunks: Sequence[tuple[int, ScoredChunk]], *, code: bool, ranker: Ranker | None = None
+) -> list[Scored]:
+    """Every candidate with its relevance, best first (ties: passage order, then position).
+
+    The hand-weighed relevance — IDF-weighted coverage of the question (headings counting in part), times what the
+    question's kind wants and what the sentence's form allows, times its passage's strength — is one input of the
+    fitted ranker, whose probability that the candidate holds the answer is the relevance candidates are chosen by."""
     sentences = [s for s in candidates(chunks, code=code) if s.code or not is_asking(s.text)]
     prose = [s for s in sentences if not s.code]
     terms = set(question.terms)
@@ -267,17 +390,20 @@ def score(question: Question, chunks: Sequence[tuple[int, ScoredChunk]], *, code
     idf = _local_idf(prose, terms)
     headings = [_headings(c) for _, c in chunks]
     strengths = _strengths(chunks)
-    out = []
+    hand = []
     for s in sentences:
         own = _coverage(terms, s.terms, idf)
         context = headings[s.slot] | (frozenset(content_terms(s.header)) if s.header else frozenset())
         with_heading = _coverage(terms, s.terms | context, idf)
         base = (1 - HEADING_SHARE) * own + HEADING_SHARE * with_heading
-        factor = 1.0 if s.code else _kind_factor(s, question, chunks[s.slot][1], chunks)
-        if not s.code and is_navigation(s.text):
-            factor *= 0.5
-        relevance = base * factor * (0.5 + 0.5 * strengths[s.slot])
-        out.append(Scored(round(relevance, 12), round(own, 12), s))
+        factor = 1.0 if s.code else _kind_factor(s, question, chunks[s.slot][1], chunks) * _form_factor(s, question)
+        hand.append((base * factor * (0.5 + 0.5 * strengths[s.slot]), own, s))
+    best = max(relevance for relevance, _, _ in hand)
+    leader = max(range(len(hand)), key=lambda i: (hand[i][0], -hand[i][2].slot, -hand[i][2].start))
+    out = []
+    for i, (relevance, own, s) in enumerate(hand):
+        features = _features(s, relevance, best, i == leader, question, chunks, strengths, headings)
+        out.append(Scored(round(rank_score(features, ranker), 12), round(own, 12), s, features))
     out.sort(key=lambda item: (-item.relevance, item.sentence.slot, item.sentence.start))
     return out
 
@@ -287,6 +413,8 @@ def select(
     chunks: Sequence[tuple[int, ScoredChunk]],
     scored: Sequence[Scored],
     limit: int,
+    *,
+    ranked: bool = False,
 ) -> tuple[list[Sentence], list[Sentence], list[Sentence]]:
     """(chosen sentences, relevant ones left over, code blocks that cover the question well), best first.
 
@@ -322,8 +450,11 @@ def select(
         if item.relevance < RELATIVE_CUTOFF * best:
             break
         if sentence.code:
-            if item.coverage >= CODE_MIN_COVERAGE:
+            if item.coverage >= CODE_MIN_COVERAGE or (ranked and item.relevance >= best):  # the ranker's pick
                 blocks.append(sentence)
+            continue
+        if sentence.header and question.kind == QuestionKind.PROCEDURE and (chosen or blocks):
+            rest.append(sentence)  # a table describes; a procedure is told in sentences, steps and commands
             continue
         if sentence.header and question.kind == QuestionKind.LIST and not chosen:
             table = whole_table(sentence, chunks)
@@ -398,16 +529,34 @@ def _steps(top: Sentence, chosen: list[Sentence], chunks, limit: int) -> list[Se
         between = text[previous_end : s.start]
         if re.search(r"^\s*#|```|~~~", between, re.M) or between.count("\n\n") > 1:
             break
+        if any(s.text.strip() == c.text.strip() for c in chosen):
+            break  # the same item quoted from an overlapping passage
         out.append(Sentence(top.slot, top.n, s.start, s.end, s.text, s.terms, index=s.index, step=True))
         previous_end = s.end
     return out
 
 
-def _code_block(chosen, blocks, chunks, question: Question) -> Sentence | None:
+def _introducing(block: Sentence, chunks) -> Sentence | None:
+    """The sentence right before a code block in its passage, when only a short label or nothing lies between and it
+    is no heading: what the block does ("To keep two indexes, give each its own data directory:")."""
+    text = chunks[block.slot][1].text
+    before = [s for s in candidates([chunks[block.slot]]) if not s.code and not s.header and s.end <= block.start]
+    if not before:
+        return None
+    last = before[-1]
+    between = text[last.end : block.start]
+    if len(between.split()) >= 4 or re.search(r"^\s*#", between, re.M) or is_fragment(last):
+        return None
+    return Sentence(block.slot, block.n, last.start, last.end, last.text, last.terms, index=last.index, step=last.step)
+
+
+def _code_block(chosen, blocks, chunks, question: Question, relevance=None) -> Sentence | None:
     """The one code block worth quoting beside the chosen sentences: the best block that covers the question well,
     else the block right after a chosen sentence that carries on its subject — both only from a passage the answer
     quotes prose from; for "how do I …", else the block that covers the question best wherever it is (the command is
-    the answer)."""
+    the answer). A block the ranker ranks above the lead sentence is quoted wherever it is."""
+    if relevance and blocks and relevance.get(blocks[0].key, 0.0) > relevance.get(chosen[0].key, 1.0):
+        return blocks[0]
     for sentence in chosen:  # a lead-in ("…, or use another port:") comes with the block it introduces
         if sentence.text.rstrip("*_ ").endswith(":"):
             block = block_after(sentence, chunks)
@@ -603,6 +752,7 @@ def compose(
     style: AnswerStyle | str = AnswerStyle.DEFAULT,
     corpus: CorpusStats | None = None,
     profile: Profile | None = None,
+    ranker: Ranker | None = None,
 ) -> Composed:
     """Answer `question` with verbatim sentences of `chunks` ((citation number, chunk) pairs, best first), or
     refuse. `decider` turns the evidence's `Signals` into a verdict (`citewise.quote.decide`)."""
@@ -611,12 +761,12 @@ def compose(
         return _refuse("No passages were found for the question.")
     chunks = _holding_anchors(question, chunks, corpus)
     structured = style == AnswerStyle.STRUCTURED
-    scored = score(question, chunks, code=not structured)
+    scored = score(question, chunks, code=not structured, ranker=ranker)
     prose = [item for item in scored if not item.sentence.code]
     if not prose or prose[0].coverage <= 0:
         return _refuse("No sentence of the closest passages shares the question's words.")
     limit = max(1, max_sentences - 1) if structured and max_sentences > 1 else max_sentences
-    chosen, rest, blocks = select(question, chunks, scored, limit)
+    chosen, rest, blocks = select(question, chunks, scored, limit, ranked=ranker is not None)
     if not chosen:
         return _refuse("The only relevant sentences introduce material the passages don't include.")
     chosen = _lead_with_answer(chosen, question, chunks)
@@ -635,8 +785,15 @@ def compose(
     if question.kind == QuestionKind.PROCEDURE or question.kind == QuestionKind.LIST:
         chosen += _steps(top, chosen, chunks, limit)
     if not structured:
-        block = _code_block(chosen, blocks, chunks, question)
-        chosen += [block] if block and all(block.key != s.key for s in chosen) else []
+        relevance = {item.sentence.key: item.relevance for item in scored}
+        block = _code_block(chosen, blocks, chunks, question, relevance)
+        if block and all(block.key != s.key for s in chosen):
+            if relevance.get(block.key, 0.0) > relevance.get(chosen[0].key, 1.0):
+                # The command is the answer: it leads, after the sentence that introduces it when there is one.
+                intro = _introducing(block, chunks)
+                chosen = [*([intro] if intro and all(intro.key != s.key for s in chosen) else []), block, *chosen]
+            else:
+                chosen.append(block)
     # Passages in the order of their best quote (the best sentence's passage first), each in reading order; for a
     # value or a definition the sentence holding it leads.
     rank = {}

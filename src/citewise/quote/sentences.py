@@ -177,13 +177,66 @@ def _short_value(text: str) -> bool:
     return bool(_IDENTIFIER_HINT_RE.search(text)) or bool(values(text))
 
 
+_LINK_RE = re.compile(r"!?\[([^\]\n]*)\]\([^)\s]*\)|<https?://[^>\s]*>|https?://\S+")
+_WORD_RE = re.compile(r"[A-Za-z]{2,}")
+
+
+def _pure_value(text: str) -> bool:
+    """A line that is only a value: a number, an address, a link or a URL, no words besides ("5031",
+    "[0x0000…da032](https://explorer…)"): what a label line names, never a label itself."""
+    bare = _LINK_RE.sub(lambda m: m.group(1) or " ", text)
+    return not _WORD_RE.search(re.sub(r"\b0x[0-9a-f]+\b|\b[0-9a-f]{16,}\b", " ", bare, flags=re.I))
+
+
+def is_link_trail(text: str) -> bool:
+    """Page furniture a scraped site leaves in the text: breadcrumbs and "Previous / Next" links — a line made of
+    links, with hardly a word outside them ("[PreviousDAO UI Tutorial](/a)[NextSecurity 101](/b)")."""
+    links = list(_LINK_RE.finditer(text))
+    if not links:
+        return False
+    outside = _LINK_RE.sub(" ", text)
+    return (len(_WORD_RE.findall(outside)) <= 2 and not _pure_value(text)) or (
+        sum(m.end() - m.start() for m in links) >= 0.8 * len(text.strip()) and len(links) >= 2
+    )
+
+
+def is_shouting(text: str) -> bool:
+    """A sentence set in capitals (a legal notice's disclaimers): it matches a question's words by sheer length and
+    answers none."""
+    letters = [ch for ch in text if ch.isalpha()]
+    return len(text.split()) >= 8 and sum(ch.isupper() for ch in letters) >= 0.7 * len(letters)
+
+
+_INTRO_RE = re.compile(
+    r"\b(?:this|the following|in this) (?:guide|tutorial|page|section|article|document|walkthrough)\b"
+    r"|\byou(?:'ll| will) learn\b|\bwe(?:'ll| will) (?:walk|show|build|create|integrate|cover|explore|look)\b",
+    re.I,
+)
+
+
+def is_introduction(text: str) -> bool:
+    """A sentence about the page rather than its subject ("This guide will teach you how to …", "In this tutorial
+    we'll build …"): it names what a question asks about and states none of it."""
+    return bool(_INTRO_RE.search(text))
+
+
+def is_fragment(sentence: Sentence) -> bool:
+    """A short line that is no sentence, no list item, table row or label with its value: a heading repeated in
+    the text ("ERC721 Smart Contract", "Gas Amount"), a button label ("Copy")."""
+    text = sentence.text.strip()
+    if sentence.code or sentence.step or sentence.header or sentence.label:
+        return False
+    return len(text.split()) <= 7 and not re.search(r"[.!?:;]['\")\]*_]*$", text) and not values(text)
+
+
 def _label_runs(text: str, spans: list[tuple[int, int]]) -> list[tuple[int, int]]:
     """Spans from a short label paragraph ("Chain ID") through the one or two short value paragraphs right under it
     ("5031", "50312"): how definition lists and flattened tables read once converted to text."""
     runs = []
     for i, (start, end) in enumerate(spans):
         label = text[start:end]
-        if len(label.split()) > 5 or label.rstrip().endswith((".", "!", "?", ":")) or _short_value(label):
+        # A label may name a version or an identifier ("EntryPoint v0.7"); a line that is only a value labels nothing.
+        if len(label.split()) > 5 or label.rstrip().endswith((".", "!", "?", ":")) or _pure_value(label):
             continue
         following = []
         for next_start, next_end in spans[i + 1 : i + 3]:
