@@ -228,3 +228,29 @@ def test_readers_see_a_commit_even_when_nothing_is_written_after_it(tmp_path, se
     assert reader.version != version
     result = retriever.search("sandpiper nesting", mode="lexical")
     assert not result.empty and not result.cached and "sandpiper" in result.chunks[0].text
+
+
+def test_another_thread_on_the_same_handle_takes_the_lock(tmp_path, settings, make_kb):
+    """writing()'s nesting is counted per thread: a second thread using a handle that one thread is writing through
+    is another writer (it used to count as nested, and wrote beside the first without the lock)."""
+    from citewise.errors import HomeBusyError
+
+    kb = make_kb(settings)
+    entered, release = threading.Event(), threading.Event()
+
+    def hold() -> None:
+        with kb.writing(), kb.writing():  # nested in its own thread: no second lock, no wait
+            entered.set()
+            release.wait(10)
+
+    holder = threading.Thread(target=hold)
+    holder.start()
+    assert entered.wait(10)
+    try:
+        with pytest.raises(HomeBusyError, match="Another writer"), kb.writing(wait_s=0):
+            pass
+    finally:
+        release.set()
+        holder.join()
+    with kb.writing(wait_s=0):  # released: this thread's turn
+        pass

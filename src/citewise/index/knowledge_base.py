@@ -48,7 +48,7 @@ class KnowledgeBase:
         self._store: VectorStore | None = None
         self._vocabulary: Vocabulary | None = None
         self._vocabulary_lock = threading.Lock()
-        self._writers = 0  # nesting depth of writing() in this handle
+        self._writers = threading.local()  # .depth: this thread's nesting of writing(); another thread must lock
         self._seen_version = 0
 
     # -- lazily built parts ------------------------------------------------------------------------------------
@@ -148,13 +148,15 @@ class KnowledgeBase:
         """Hold the home's write lock (see write_lock.py) and start from the index as the last writer left it.
 
         Every write goes through here: without the lock, two writers each merge against the version they read and
-        both insert the same chunks. Nested use (an ingest's optimise step) does not lock twice."""
-        if self._writers:
-            self._writers += 1
+        both insert the same chunks. Nested use in one thread (an ingest's optimise step) does not lock twice; another
+        thread using the same handle takes the lock like any other writer."""
+        depth = getattr(self._writers, "depth", 0)
+        if depth:
+            self._writers.depth = depth + 1
             try:
                 yield
             finally:
-                self._writers -= 1
+                self._writers.depth -= 1
             return
         wait = self.settings.ingest.write_lock_wait_s if wait_s is None else wait_s
         if self._db is not None:
@@ -167,11 +169,11 @@ class KnowledgeBase:
             self._reload_manifest()
             if self._store is not None:
                 self._store.refresh()  # another writer may have committed since this handle last looked
-            self._writers = 1
+            self._writers.depth = 1
             try:
                 yield
             finally:
-                self._writers = 0
+                self._writers.depth = 0
 
     # -- versioning --------------------------------------------------------------------------------------------
     @property

@@ -5,7 +5,8 @@ process killed mid-ingest leaves the last committed version fully queryable. The
 incrementally by `optimize()`; rows written since are still searched (flat), so results are never stale.
 
 Writers are serialised by the home's write lock (write_lock.py); a commit that still meets a concurrent one (a
-"retryable commit conflict" from Lance) is retried on the latest version with backoff, by tenacity.
+"retryable commit conflict" from Lance) is retried on the latest version with backoff, by tenacity, and one that
+keeps meeting them ends as HomeBusyError, like any other writer that could not get its turn.
 
 Reads go to the same table through `lance`, the engine LanceDB drives, with the parameters LanceDB's query builder
 passes it (`_LanceReads`): only writers import `lancedb`, whose Python package (its REST namespace models above
@@ -32,11 +33,12 @@ import numpy as np
 import pyarrow as pa
 from lance.query import MatchQuery, PhraseQuery
 
-from citewise.errors import RetrievalError
+from citewise.errors import CitewiseError, HomeBusyError, RetrievalError
 from citewise.index.store import Hit, chunk_counts, in_list, search_text
 from citewise.types import Chunk
 
 TABLE = "chunks"
+CONFLICT_ATTEMPTS = 6
 
 # What LanceDB's query builder (lancedb 0.40, rust/lancedb/src/table/query.rs `create_plan`) sets on Lance's
 # scanner beyond what each query names: every query prefilters, and a vector query probes 20 IVF partitions
@@ -69,12 +71,13 @@ def _schema(dim: int) -> pa.Schema:
 
 
 def _is_commit_conflict(exc: BaseException) -> bool:
-    return "commit conflict" in str(exc).lower()
+    # Our own HomeBusyError (a nested write that gave up) is final: retrying it again would multiply the attempts.
+    return not isinstance(exc, CitewiseError) and "commit conflict" in str(exc).lower()
 
 
 def _retry_conflicts(method: Callable) -> Callable:
-    """Retry a write that lost a commit race, on the table's latest version (Lance asks for exactly that). tenacity
-    is imported by the first write, not by a search."""
+    """Retry a write that lost a commit race, on the table's latest version (Lance asks for exactly that); after the
+    last attempt the conflict is a HomeBusyError, which the CLI and the server report like any busy home."""
 
     @functools.wraps(method)
     def retried(store: LanceStore, *args, **kwargs):
@@ -86,12 +89,21 @@ def _retry_conflicts(method: Callable) -> Callable:
 
         retrying = Retrying(
             retry=retry_if_exception(_is_commit_conflict),
-            stop=stop_after_attempt(6),
+            stop=stop_after_attempt(CONFLICT_ATTEMPTS),
             wait=wait_exponential_jitter(multiplier=0.05, max=2.0),
             before_sleep=checkout_latest,
             reraise=True,
         )
-        return retrying(method, store, *args, **kwargs)
+        try:
+            return retrying(method, store, *args, **kwargs)
+        except Exception as exc:
+            if not _is_commit_conflict(exc):
+                raise
+            raise HomeBusyError(
+                f"Another writer kept committing to the index at {store.uri} while this one tried to "
+                f"({CONFLICT_ATTEMPTS} attempts); this commit was not made. Try again when the other writer has "
+                f"finished. (Lance: {str(exc).splitlines()[0][:300]})"
+            ) from exc
 
     return retried
 
