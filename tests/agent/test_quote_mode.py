@@ -211,11 +211,14 @@ def test_a_table_row_answers_a_question_about_a_setting(make_agent):
 
 
 def test_an_identifier_the_docs_do_not_hold_is_never_answered_with_a_neighbour(make_agent):
-    # Version 3.1.4 is in the changelog; 3.1.7 is not: quoting the 3.1.4 entry would be cited yet wrong.
-    answer = make_agent().ask("What changed in Orbitron 3.1.7?")
+    # Version 3.1.4 is in the changelog; 3.1.7 is not: quoting the 3.1.4 entry would be cited yet wrong. The anchor
+    # rule refuses whatever the fitted model would say, so the model is switched off (threshold 0) to see the rule.
+    anything = make_agent(quote={"threshold": 0.0})
+    answer = anything.ask("What changed in Orbitron 3.1.7?")
     assert answer.status == Status.REFUSED
     assert "3.1.7" in answer.refusal_detail
-    assert make_agent().ask("What changed in Orbitron 3.1.4?").status == Status.SUCCESS
+    held = anything.ask("What changed in Orbitron 3.1.4?")
+    assert held.status == Status.SUCCESS and "3.1.4" in held.answer
 
 
 def test_a_two_part_question_answers_the_part_the_docs_cover_and_names_the_other(make_agent):

@@ -639,6 +639,7 @@ def signals(
     best_coverage: float,
     corpus: CorpusStats | None,
     profile: Profile | None,
+    ranker_best: float = 0.0,
 ) -> Signals:
     terms = set(question.terms)
     prose = [s for s in candidates(chunks) if not is_asking(s.text)]
@@ -705,6 +706,7 @@ def signals(
         factoid=float(factoid),
         factoid_dense=round(float(factoid) * dense_best, 6),
         procedure=float(question.kind == QuestionKind.PROCEDURE),
+        ranker_best=round(ranker_best, 6),
         missing_anchors=missing_anchors(question, chunks, slots, corpus),
     )
 
@@ -777,7 +779,7 @@ def compose(
         if prose_chosen and all(is_navigation(s.text) for s in prose_chosen)
         else []
     )
-    evidence = signals(question, chunks, chosen, prose[0].coverage, corpus, profile)
+    evidence = signals(question, chunks, chosen, prose[0].coverage, corpus, profile, scored[0].relevance)
     verdict = decider(evidence)
     if not verdict.answer:
         return _refuse(verdict.reason or "The evidence is too weak.", evidence, verdict.probability)

@@ -11,7 +11,8 @@ combines:
 - how far the best passage stands out from the rest of the corpus (cosine margin and z-score against the
   question's other candidates, not the cosine itself), and whether the vector and the full-text ranking agree;
 - whether the chosen sentences hold what the question's kind asks for (a value for "how many", a definition for
-  "what is X", a command or steps for "how do I");
+  "what is X", a command or steps for "how do I"), and how sure the sentence ranker is that its best candidate
+  holds the answer;
 
 in a logistic model (`QuoteDecision`, fitted by bench/fit_quote_decision.py on several distributions and judged on
 others), and refuses whatever the score when an anchor of the question — an identifier, number, quoted string or
@@ -44,6 +45,7 @@ FEATURES = (
     "factoid",
     "factoid_dense",
     "procedure",
+    "ranker_best",
 )
 
 
@@ -71,6 +73,7 @@ class Signals:
     factoid: float = 0.0  # 1 when the question wants a date, a number, a duration or a name (who/when/how many)
     factoid_dense: float = 0.0  # factoid × dense_best: how close a factoid question's passage must be differs
     procedure: float = 0.0  # 1 for a "how do I" question
+    ranker_best: float = 0.0  # the sentence ranker's probability that its best candidate holds the answer
     missing_anchors: tuple[str, ...] = field(default=())  # anchors absent from the evidence: refuse
 
     def as_features(self) -> dict[str, float]:
