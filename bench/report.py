@@ -533,16 +533,19 @@ def quote_section(r: dict | None) -> list[str]:
         for name, f in r["leave_one_out"].items()
     ]
     weights = ", ".join(f"`{k}` {v:+.2f}" for k, v in r["weights"].items())
+    targets = _quote_targets(r)
     return [
         *lines,
-        "`bench/fit_quote_decision.py` (run by `make bench`): quote mode answers every question of every set once "
-        "with its decision switched off, logging the would-be answer and the signals the decision sees; the "
-        "logistic model is fitted on the sets marked *fitted on* (each set weighing the same, each class inside a "
-        "set weighing the same), its threshold chosen on them (best mean balanced accuracy with at most 10% of the "
-        "answerable docs questions of the fitted sets refused, all together), and then **judged on the other sets, "
-        "which it never saw**. Sets, "
-        f"files and their sha256: `bench/quote_sets.json`. In parentheses: quote mode before this model "
-        f"({r['before_commit']}: one cosine gate at 0.44 plus word coverage), on the same questions and corpora.",
+        "`bench/fit_quote_ranker.py` then `bench/fit_quote_decision.py` (run by `make bench`). Quote mode chooses its "
+        "sentences with a fitted ranker (below) and decides with a fitted logistic model: quote mode answers every "
+        "question of every set once with its decision switched off, logging the would-be answer and the signals the "
+        "decision sees; the model is fitted on the sets marked *fitted on* (each set weighing the same, each class "
+        "inside a set weighing the same), its threshold chosen on them (best mean balanced accuracy with at most 10% "
+        "of the answerable docs questions of the fitted sets refused, all together), and then **judged on the other "
+        "sets, which it never saw** (no failure of a judged set was read while building it). The questions are in "
+        "`bench/questions/` (and `docs/questions.jsonl`, `tests/fixtures/questions.jsonl`); what each set is built "
+        "from, with a sha256 over its files: `bench/quote_sets.json`. In parentheses: quote mode as it was at "
+        f"{r['before_commit']} (one cosine gate at 0.44 plus word coverage), run on the same questions and corpora.",
         "",
         "Right = an answerable question answered with an expected string (docs sets), its gold span (SQuAD-style) "
         "or a citation of its own passage (ClapNQ, Somnia FAQ); wrong = answered without; refused answerable and "
@@ -566,6 +569,68 @@ def quote_section(r: dict | None) -> list[str]:
         f"The fitted model (raw signals; `src/citewise/quote/decision.json`): intercept {r['intercept']:+.2f}, "
         f"threshold {r['threshold']}; {weights}. Latency is per question on this shared 2-core machine, the index "
         "warm (Somnia: 1,300 chunks).",
+        "",
+        *targets,
+        *ranker_section(_load("quote_ranker")),
+    ]
+
+
+def _quote_targets(r: dict) -> list[str]:
+    """Issue 9's targets against the judged sets of each distribution."""
+    judged = {name: f for name, f in r["sets"].items() if f["role"] == "judge"}
+
+    def row(target: str, names: list[str], key: str, goal: float, at_least: bool) -> str:
+        found = [(n, judged[n].get(key)) for n in names if n in judged and judged[n].get(key) is not None]
+        measured = ", ".join(f"{n} {v:.0%}" if key != "refusal_f1" else f"{n} {v:.2f}" for n, v in found)
+        met = all((v >= goal) if at_least else (v <= goal) for _, v in found) and found
+        return f"| {target} | {measured or '–'} | {'✅ met' if met else '❌ missed'} |"
+
+    docs = [n for n, f in judged.items() if f["distribution"] == "docs"]
+    negative = [n for n, f in judged.items() if f["distribution"] == "on_topic_negative" and not f.get("answerable")]
+    squad = [n for n, f in judged.items() if f["distribution"] == "squad_style"]
+    return [
+        "Issue 9's targets, on the judged sets:",
+        "",
+        "| Target | Measured | |",
+        "|---|---|---|",
+        row("Docs questions: ≥ 85% answered right", docs, "right", 0.85, True),
+        row("Docs questions: ≤ 10% of answerable refused", docs, "refused_answerable", 0.10, False),
+        row("Docs questions: ≥ 80% of unanswerable refused", docs, "refused_unanswerable", 0.80, True),
+        row("On-topic passages without the answer: ≥ 70% refused", negative, "refused_unanswerable", 0.70, True),
+        row("SQuAD-style: refusal F1 ≥ 0.65", squad, "refusal_f1", 0.65, True),
+        "",
+    ]
+
+
+def ranker_section(r: dict | None) -> list[str]:
+    lines = ["### Choosing: the sentence ranker", ""]
+    if r is None:
+        return lines + _missing("fit_quote_ranker.py")
+    rows = []
+    for name, f in r["sets"].items():
+        fitted = f.get("ranker") or f.get("ranker_left_out") or {}
+        how = "fitted on (left out)" if "ranker_left_out" in f else "**judged on**"
+        rows.append(
+            f"| {name} | {how} | {f['questions']} | "
+            + " | ".join(f"{f['hand'][k]:.0%} → {fitted.get(k, 0):.0%}" for k in ("top1", "top2", "top3", "top4"))
+            + " |"
+        )
+    weights = ", ".join(f"`{k}` {v:+.2f}" for k, v in r["weights"].items())
+    return [
+        *lines,
+        "`bench/fit_quote_ranker.py`: every candidate quote of the passages quote mode reads for an answerable docs "
+        "question (sentences, table rows, label lines, code blocks) labelled by whether it holds an expected string; "
+        "a logistic model over each candidate's hand-weighed relevance, its passage's rank and strength, its form and "
+        "what the question's kind wants, fitted on the docs sets marked fitted on (each set and, inside a question, "
+        "its positive and negative candidates weighing the same). Share of questions one of whose first k candidates "
+        "holds the answer, hand-weighed relevance → ranker (a fitted set by a ranker fitted without it):",
+        "",
+        "| Set | Role | Questions | k = 1 | k = 2 | k = 3 | k = 4 |",
+        "|---|---|---:|---:|---:|---:|---:|",
+        *rows,
+        "",
+        f"Weights (raw features; `src/citewise/quote/decision.json`, `ranker`): intercept {r['intercept']:+.2f}; "
+        f"{weights}.",
         "",
     ]
 
