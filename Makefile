@@ -45,6 +45,7 @@ bench: install
 	$(BIN)/python bench/bench_ingest.py
 	$(BIN)/python bench/bench_retrieval.py
 	$(BIN)/python bench/bench_latency.py
+	$(BIN)/python bench/fit_quote_ranker.py
 	$(BIN)/python bench/fit_quote_decision.py --rerun
 	$(BIN)/python bench/clapnq_answers.py
 	$(BIN)/python bench/bench_load.py
