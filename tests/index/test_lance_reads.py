@@ -12,6 +12,7 @@ import pyarrow as pa
 import pytest
 from tests.conftest import CORPUS
 
+from citewise.errors import RetrievalError
 from citewise.index.lancedb_store import _CHUNK_COLUMNS, TABLE, LanceStore, _LanceDBReads, _LanceReads
 from citewise.index.retriever import Retriever
 from citewise.index.store import build_where
@@ -226,3 +227,6 @@ def test_a_quoted_query_is_a_phrase_query_for_both(corpus_kb):
             reads.match('"install orbitron"', 5, None, ["chunk_id", "_score"])
         errors.append(type(caught.value))
     assert errors[0] is errors[1]
+    with pytest.raises(RetrievalError, match=r"Full-text search failed: .*phrase") as caught:
+        corpus_kb.store.lexical('"install orbitron"', 5, None)
+    assert ".rs:" not in str(caught.value)  # Lance's own message, without its Rust source locations

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import functools
 import os
+import re
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from datetime import timedelta
 from pathlib import Path
@@ -106,6 +107,14 @@ def _retry_conflicts(method: Callable) -> Callable:
             ) from exc
 
     return retried
+
+
+_RUST_LOCATION = re.compile(r",\s*/\S+\.rs:\d+:\d+")
+
+
+def _said(exc: BaseException) -> str:
+    """What Lance said, without the Rust source locations the `lance` package appends to its messages."""
+    return _RUST_LOCATION.sub("", str(exc)).strip()
 
 
 def _vector_matrix(rows: pa.Table) -> np.ndarray:
@@ -250,7 +259,7 @@ class LanceStore:
         try:
             self._reads: _Reads | None = None if self._in_memory else _LanceReads.open(self.uri)
         except Exception as exc:
-            raise RetrievalError(f"Could not open the index at {path}: {exc}") from exc
+            raise RetrievalError(f"Could not open the index at {path}: {_said(exc)}") from exc
         self._has_ann = self._detect_ann()
 
     @classmethod
@@ -293,7 +302,7 @@ class LanceStore:
         try:
             self._refresh()
         except Exception as exc:
-            raise RetrievalError(f"Could not read the index: {exc}") from exc
+            raise RetrievalError(f"Could not read the index: {_said(exc)}") from exc
 
     def _refresh(self) -> None:
         if self._table is not None:
@@ -450,7 +459,7 @@ class LanceStore:
         try:
             rows = self._reads.nearest(vector, limit, where, refine_factor)
         except Exception as exc:
-            raise RetrievalError(f"Vector search failed: {exc}") from exc
+            raise RetrievalError(f"Vector search failed: {_said(exc)}") from exc
         ids = rows.column("chunk_id").to_pylist()
         distances = rows.column("_distance").to_numpy()
         return [Hit(chunk_id, dense=1.0 - float(d)) for chunk_id, d in zip(ids, distances, strict=True)]
@@ -462,7 +471,7 @@ class LanceStore:
             columns = ["chunk_id", "_score", *(["vector"] if with_vectors else [])]
             rows = self._reads.match(text, limit, where, columns)
         except Exception as exc:
-            raise RetrievalError(f"Full-text search failed: {exc}") from exc
+            raise RetrievalError(f"Full-text search failed: {_said(exc)}") from exc
         ids = rows.column("chunk_id").to_pylist()
         scores = rows.column("_score").to_numpy()
         if not with_vectors or not ids:
