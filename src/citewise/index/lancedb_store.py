@@ -32,7 +32,7 @@ os.environ.setdefault("LANCE_LOG", "error")
 import lance
 import numpy as np
 import pyarrow as pa
-from lance.query import MatchQuery, PhraseQuery
+from lance.query import MatchQuery
 
 from citewise.errors import CitewiseError, HomeBusyError, RetrievalError
 from citewise.index.store import Hit, chunk_counts, in_list, search_text
@@ -196,12 +196,10 @@ class _LanceReads:
         )
 
     def match(self, text: str, limit: int, where: str | None, columns: list[str]) -> pa.Table:
-        # LanceDB's binding reads a query in double quotes as a phrase, anything else as a match of its words
-        # (python/src/query.rs `nearest_to_text`); the same query objects, with their defaults, are built here.
-        if len(text) >= 2 and text.startswith('"') and text.endswith('"'):
-            query = PhraseQuery(text[1:-1], "search_text")
-        else:
-            query = MatchQuery(text, "search_text")
+        # Always a match of the query's words, as LanceDB's binding builds it (python/src/query.rs
+        # `nearest_to_text`). The binding reads a query in double quotes as a phrase, but the index keeps no word
+        # positions, so a phrase query fails ("… phrase queries"): a user's quoted question is searched as its words.
+        query = MatchQuery(text.replace('"', " "), "search_text")
         return self._dataset.to_table(columns=columns, full_text_query=query, filter=where, prefilter=True, limit=limit)
 
 
@@ -474,10 +472,12 @@ class LanceStore:
             raise RetrievalError(f"Full-text search failed: {_said(exc)}") from exc
         ids = rows.column("chunk_id").to_pylist()
         scores = rows.column("_score").to_numpy()
-        if not with_vectors or not ids:
-            return [Hit(chunk_id, lexical=float(s)) for chunk_id, s in zip(ids, scores, strict=True)]
-        vectors = _vector_matrix(rows)
-        return [Hit(chunk_id, lexical=float(s), vector=v) for chunk_id, s, v in zip(ids, scores, vectors, strict=True)]
+        vectors = _vector_matrix(rows) if with_vectors and ids else [None] * len(ids)
+        hits = [Hit(chunk_id, lexical=float(s), vector=v) for chunk_id, s, v in zip(ids, scores, vectors, strict=True)]
+        # Equal BM25 scores among rows written since the last optimize come back in a different order from run to
+        # run; ranks feed fusion, so ties are broken by chunk id here, as PostgreSQL's query does.
+        hits.sort(key=lambda h: (-h.lexical, h.chunk_id))
+        return hits
 
     def fetch(self, chunk_ids: Sequence[str], where: str | None = None) -> dict[str, Chunk]:
         if not chunk_ids or self._reads is None:
