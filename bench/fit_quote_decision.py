@@ -71,14 +71,18 @@ def fit(data: dict[str, list[dict]]) -> tuple[np.ndarray, float]:
             xs.append(x)
             ys.append(y)
             ws.append(1.0 / (classes * counts[y]))
-    x = np.vstack(xs)
-    y = np.array(ys, dtype=float)
-    w = np.array(ws) / sum(ws) * len(ws)
+    return logistic(np.vstack(xs), np.array(ys, dtype=float), np.array(ws))
+
+
+def logistic(x: np.ndarray, y: np.ndarray, w: np.ndarray, l2: float = L2) -> tuple[np.ndarray, float]:
+    """Weighted, L2-penalised logistic regression by Newton's method on standardised columns; the weights returned
+    apply to the raw columns. The one fit of both quote models (this decision and bench/fit_quote_ranker.py's)."""
+    w = w / w.sum() * len(w)
     mean, std = x.mean(axis=0), x.std(axis=0)
     std[std == 0] = 1.0
     z = np.hstack([np.ones((len(x), 1)), (x - mean) / std])
     beta = np.zeros(z.shape[1])
-    penalty = np.diag([0.0] + [L2] * (z.shape[1] - 1))
+    penalty = np.diag([0.0] + [l2] * (z.shape[1] - 1))
     for _ in range(100):
         p = 1 / (1 + np.exp(-np.clip(z @ beta, -60, 60)))
         gradient = z.T @ (w * (p - y)) + penalty @ beta

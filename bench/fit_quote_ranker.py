@@ -77,22 +77,7 @@ def fit(data: dict[str, list]) -> tuple[np.ndarray, float]:
             xs.append(x)
             ys.append(y)
             ws.append(w)
-    x, y, w = np.vstack(xs), np.concatenate(ys), np.concatenate(ws)
-    w = w / w.sum() * len(w)
-    mean, std = x.mean(axis=0), x.std(axis=0)
-    std[std == 0] = 1.0
-    z = np.hstack([np.ones((len(x), 1)), (x - mean) / std])
-    beta = np.zeros(z.shape[1])
-    penalty = np.diag([0.0] + [L2] * (z.shape[1] - 1))
-    for _ in range(100):
-        p = 1 / (1 + np.exp(-np.clip(z @ beta, -60, 60)))
-        gradient = z.T @ (w * (p - y)) + penalty @ beta
-        hessian = (z * (w * p * (1 - p))[:, None]).T @ z + penalty
-        step = np.linalg.solve(hessian, gradient)
-        beta -= step
-        if np.abs(step).max() < 1e-9:
-            break
-    return beta[1:] / std, float(beta[0] - (beta[1:] * mean / std).sum())
+    return fit_quote_decision.logistic(np.vstack(xs), np.concatenate(ys).astype(float), np.concatenate(ws), L2)
 
 
 def hits(items: list, rank) -> dict[str, float]:

@@ -12,6 +12,7 @@ import tempfile
 from pathlib import Path
 
 import pytest
+from pydantic import SecretStr
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
@@ -37,6 +38,16 @@ def embedder(tmp_path_factory) -> Embedder:
 @pytest.fixture
 def settings(tmp_path: Path) -> Settings:
     return Settings(home=tmp_path / "home")
+
+
+@pytest.fixture(params=["lancedb", "postgres"])
+def each_engine(request, tmp_path: Path) -> Settings:
+    """`settings` on each engine in turn: LanceDB in the home, then PostgreSQL with pgvector (a fresh database on the
+    session's server). A module whose behaviour is the same on both makes its `settings` this one."""
+    if request.param == "lancedb":
+        return Settings(home=tmp_path / "home")
+    url = request.getfixturevalue("pg_url")
+    return Settings(home=tmp_path / "home", store="postgres", database_url=SecretStr(url))
 
 
 @pytest.fixture
@@ -83,7 +94,6 @@ def pg_url(postgres) -> str:
 @pytest.fixture
 def pg_settings(tmp_path: Path, pg_url: str) -> Settings:
     """Settings with every piece of state in a fresh PostgreSQL database (`store = "postgres"`)."""
-    from pydantic import SecretStr
 
     return Settings(home=tmp_path / "home", store="postgres", database_url=SecretStr(pg_url))
 

@@ -13,7 +13,6 @@ import time
 from pathlib import Path
 
 import pytest
-from pydantic import SecretStr
 
 from citewise.errors import ConfigError, IndexMismatchError
 from citewise.index.retriever import Retriever
@@ -24,13 +23,9 @@ from citewise.types import DocStatus, make_doc_id
 BROKEN = Path(__file__).parents[1] / "fixtures" / "broken"
 
 
-@pytest.fixture(params=["lancedb", "postgres"])
-def settings(request, tmp_path) -> Settings:
-    """conftest's settings, on each engine in turn."""
-    if request.param == "lancedb":
-        return Settings(home=tmp_path / "home")
-    url = request.getfixturevalue("pg_url")
-    return Settings(home=tmp_path / "home", store="postgres", database_url=SecretStr(url))
+@pytest.fixture
+def settings(each_engine) -> Settings:
+    return each_engine
 
 
 def _env(settings: Settings) -> dict[str, str]:

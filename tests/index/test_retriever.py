@@ -6,7 +6,6 @@ fresh database on the session's server): the behaviour is the retriever's, which
 from __future__ import annotations
 
 import pytest
-from pydantic import SecretStr
 
 from citewise.errors import ValidationError
 from citewise.index.retriever import Retriever, reciprocal_rank_fusion
@@ -31,13 +30,9 @@ PAGES = {
 SECRET = "# Salaries\n\nThe compensation band for staff engineers is confidential, reviewed every March.\n"
 
 
-@pytest.fixture(params=["lancedb", "postgres"])
-def settings(request, tmp_path) -> Settings:
-    """conftest's settings, on each engine in turn."""
-    if request.param == "lancedb":
-        return Settings(home=tmp_path / "home")
-    url = request.getfixturevalue("pg_url")
-    return Settings(home=tmp_path / "home", store="postgres", database_url=SecretStr(url))
+@pytest.fixture
+def settings(each_engine) -> Settings:
+    return each_engine
 
 
 @pytest.fixture
@@ -185,7 +180,7 @@ def test_reciprocal_rank_fusion_by_hand():
     assert weighted[1].score == pytest.approx(1 / 8 + 0.5 / 6)
 
 
-@pytest.mark.parametrize("settings", ["lancedb"], indirect=True)  # LanceDB's own index; PostgreSQL's is HNSW always
+@pytest.mark.parametrize("each_engine", ["lancedb"], indirect=True)  # LanceDB's own index; PostgreSQL's is HNSW always
 def test_large_index_gets_an_ann_index_and_still_finds_exact_neighbours(settings, make_kb):
     """Past retrieval.ann_index_threshold optimize() builds the vector index; searches must keep working on it."""
     import numpy as np
