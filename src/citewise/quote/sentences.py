@@ -192,12 +192,10 @@ def is_link_trail(text: str) -> bool:
     """Page furniture a scraped site leaves in the text: breadcrumbs and "Previous / Next" links — a line made of
     links, with hardly a word outside them ("[PreviousDAO UI Tutorial](/a)[NextSecurity 101](/b)")."""
     links = list(_LINK_RE.finditer(text))
-    if not links:
-        return False
+    if len(links) < 2 or _pure_value(text):
+        return False  # one link in a short line is a statement ("Use [RainbowKit](…)."), or a value
     outside = _LINK_RE.sub(" ", text)
-    return (len(_WORD_RE.findall(outside)) <= 2 and not _pure_value(text)) or (
-        sum(m.end() - m.start() for m in links) >= 0.8 * len(text.strip()) and len(links) >= 2
-    )
+    return len(_WORD_RE.findall(outside)) <= 2 or sum(m.end() - m.start() for m in links) >= 0.8 * len(text.strip())
 
 
 def is_shouting(text: str) -> bool:
@@ -244,6 +242,8 @@ def _label_runs(text: str, spans: list[tuple[int, int]]) -> list[tuple[int, int]
             between = text[end if not following else following[-1][1] : next_start]
             if len(value.split()) > 6 or between.count("\n") > 3 or not _short_value(value):
                 break
+            if _LINK_RE.search(value) and not _pure_value(value):
+                break  # a link to a page ("1. [Developer](/developer)", a breadcrumb) is no value; an address is
             following.append((next_start, next_end))
         if following:
             runs.append((start, following[-1][1]))
@@ -271,6 +271,8 @@ def candidates(chunks: Sequence[tuple[int, ScoredChunk]], *, code: bool = False)
                 continue
             if index == 0 and chunk.chunk_index > 0 and _continues_previous_chunk(text):
                 continue  # the chunker's overlap began mid-sentence: quoting it would quote half a sentence
+            if is_link_trail(text):
+                continue  # page furniture (breadcrumbs, "Previous / Next" links): never an answer
             step = _is_list_item(chunk.text, start)
             sentences.append(
                 Sentence(slot, n, start, end, text, frozenset(content_terms(text)), index=index, step=step)
