@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import pytest
 from agent_support import WORKER_QUESTION
+from langchain_core.messages import BaseMessage
 from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.checkpoint.serde.event_hooks import register_serde_event_listener
 
@@ -34,4 +35,7 @@ def test_a_resumed_session_loads_registered_types_only(make_agent, serde_events,
     # The conversation really was resumed: the saved state holds both turns.
     state = cw.graph.get_state({"configurable": {"thread_id": "s-1"}})
     assert [m.type for m in state.values["messages"]] == ["human", "ai", "human", "ai"]
+    # The nodes wrote light records (agent/messages.py); the state's reducers made LangChain messages of them.
+    transcript = state.values["messages"] + state.values["scratch"]
+    assert len(state.values["scratch"]) >= 2 and all(isinstance(m, BaseMessage) for m in transcript)
     assert state.values["answer"].exit_reason == ExitReason.COMPLETED

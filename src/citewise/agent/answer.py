@@ -13,11 +13,9 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from langchain_core.messages import AIMessage
-
 from citewise.agent.conflicts import find_conflicts
 from citewise.agent.limits import EXIT_REASONS, RETRIEVAL_OUTAGE, ExitInfo
-from citewise.agent.reply import message_text
+from citewise.agent.messages import ai, message_text
 from citewise.agent.state import AgentState
 from citewise.settings import Settings
 from citewise.types import (
@@ -113,7 +111,7 @@ class AnswerBuilder:
         )
         out: dict[str, Any] = {**update, "exit_reason": reason, "answer": answer, "trace": trace, "draft": None}
         if request.question.strip():
-            out["messages"] = [AIMessage(content=text)]  # the conversation keeps the answer the user saw
+            out["messages"] = [ai(text)]  # the conversation keeps the answer the user saw
         return out
 
     def _with_revisions(self, citations: list[Citation]) -> list[Citation]:

@@ -13,8 +13,7 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
-from langchain_core.messages import AIMessage
-
+from citewise.agent.messages import tool_calls
 from citewise.agent.state import KEPT, STATE_KEYS, AgentState
 
 GRAPH_NAME = "citewise"  # the graph's run name: the root run of its streamed events
@@ -45,7 +44,7 @@ def after_llm(state: AgentState) -> str:
     if state.get("draft") is not None:
         return "validate"
     scratch = state.get("scratch") or []
-    if scratch and isinstance(scratch[-1], AIMessage) and scratch[-1].tool_calls:
+    if scratch and tool_calls(scratch[-1]):
         return "tools"
     return "llm"  # a reprompt (unparseable action, empty reply) was queued
 

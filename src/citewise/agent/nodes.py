@@ -21,8 +21,7 @@ import string
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from langchain_core.messages import AIMessage, HumanMessage, SystemMessage, ToolMessage
-
+from citewise.agent import messages as msg
 from citewise.agent import prompts
 from citewise.agent.answer import AnswerBuilder, Ending, is_refusal
 from citewise.agent.constraints import Constraints, analyze_constraints
@@ -39,7 +38,6 @@ from citewise.agent.reply import (
     ToolCalls,
     Unparseable,
     as_protocol,
-    message_text,
     read_reply,
     trim_newest_first,
     without_markers,
@@ -64,6 +62,7 @@ from citewise.settings import Settings
 from citewise.types import AnswerMode, AnswerStyle, ExitReason, RetrievalFailure, Status, TraceKind, trace_event
 
 if TYPE_CHECKING:
+    from langchain_core.messages import AIMessage
     from langchain_core.runnables import RunnableConfig
 
 log = logging.getLogger(__name__)
@@ -154,6 +153,8 @@ class AgentNodes:
         if _quote(state):
             plan, source = default_plan(), "default"
         else:
+            from langchain_core.messages import HumanMessage  # a model's call: agent mode only
+
             try:
                 reply = await self._llm_client().ainvoke(
                     [HumanMessage(content=prompts.plan_prompt(question))],
@@ -162,7 +163,7 @@ class AgentNodes:
                 )
             except ProviderError as exc:
                 return self._provider_failure(state, exc, node="analyze", trace=trace)
-            parsed = parse_plan(message_text(reply))
+            parsed = parse_plan(msg.message_text(reply))
             plan, source = (parsed, "model") if parsed else (default_plan(), "default")
             counts = _count_reply(state, reply)
         trace.append(trace_event(TraceKind.PLAN, "analyze", steps=plan, source=source))
@@ -194,8 +195,8 @@ class AgentNodes:
         update = ledger.update()
         if ctx.failure:
             return self._retrieval_failed(state, update, ctx.failure, node="retrieve")
-        scratch = [AIMessage(content="", tool_calls=[call]), result]
-        return {**update, "scratch": scratch, "tool_log": {call_key(SEARCH_DOCS, args): message_text(result)}}
+        scratch = [msg.ai("", [call]), result]
+        return {**update, "scratch": scratch, "tool_log": {call_key(SEARCH_DOCS, args): msg.message_text(result)}}
 
     def _retrieval_failed(
         self, state: AgentState, update: dict[str, Any], failure: RetrievalFailure, *, node: str
@@ -252,6 +253,8 @@ class AgentNodes:
         # The system prompt goes in after trimming, so it is never what gets cut. Tools stay bound even when no more
         # calls are allowed: some vendors reject a history holding tool calls without tool definitions. A call made
         # anyway is ignored (the prompt says the budget is spent).
+        from langchain_core.messages import SystemMessage
+
         try:
             message = await client.ainvoke(
                 [SystemMessage(content=system), *kept],
@@ -279,10 +282,9 @@ class AgentNodes:
                 return self.finish(state, Ending(ExitReason.INVALID_TOOL_CALL, "llm"), trace=trace)
             case Unparseable(output=output) if state.get("protocol_retries", 0) < 1:
                 trace.append(trace_event(TraceKind.REPROMPT, "llm", reason="unparseable_action", output=output[:300]))
-                reprompt = HumanMessage(content=prompts.PROTOCOL_REPROMPT)
                 return {
                     **base,
-                    "scratch": [*scratch, AIMessage(content=output), reprompt],
+                    "scratch": [*scratch, msg.ai(output), msg.human(prompts.PROTOCOL_REPROMPT)],
                     "protocol_retries": state.get("protocol_retries", 0) + 1,
                 }
             case Unparseable(output=output):
@@ -306,7 +308,7 @@ class AgentNodes:
             trace.append(trace_event(TraceKind.GENERATION_FAILURE, "llm", action="regenerate"))
             return {
                 **base,
-                "scratch": [*scratch, HumanMessage(content=prompts.regenerate())],
+                "scratch": [*scratch, msg.human(prompts.regenerate())],
                 "regenerated": True,
                 "force_final": True,
                 "exit_reason": state.get("exit_reason") or ExitReason.LLM_GENERATION_FAILURE,
@@ -323,11 +325,11 @@ class AgentNodes:
     async def tools(self, state: AgentState, config: RunnableConfig) -> dict[str, Any]:
         max_tool_calls = state["request"].limits.max_tool_calls
         scratch = list(state.get("scratch") or [])
-        request: AIMessage = scratch[-1]
+        request = scratch[-1]
         ledger = Ledger.from_state(state)
         # Every call is checked before any runs: one invalid call ends the run with nothing half-done.
         checked = []
-        for call in request.tool_calls:
+        for call in msg.tool_calls(request):
             args, error = validate_call(call["name"], call.get("args"))
             if error:
                 ledger.trace.append(trace_event(TraceKind.INVALID_TOOL_CALL, "tools", tool=call["name"], error=error))
@@ -338,13 +340,12 @@ class AgentNodes:
         tool_log = dict(state.get("tool_log") or {})
         used = state.get("tool_calls", 0)
         exhausted = False
-        results: list[ToolMessage] = []
+        results: list[msg.Message] = []
         for call, args in checked:
             key = call_key(call["name"], args)
             if key in tool_log:  # the same call again: answered from the log, not counted
                 ledger.trace.append(trace_event(TraceKind.TOOL_REPEAT, "tools", tool=call["name"], args=args))
-                content = "(Same call as before; same result.)\n" + tool_log[key]
-                results.append(ToolMessage(content=content, tool_call_id=call["id"], name=call["name"]))
+                results.append(msg.tool_result("(Same call as before; same result.)\n" + tool_log[key], call))
                 continue
             if used >= max_tool_calls:
                 exhausted = True
@@ -352,11 +353,11 @@ class AgentNodes:
                     trace_event(TraceKind.TOOL_BUDGET, "tools", tool=call["name"], limit=max_tool_calls)
                 )
                 content = f"TOOL_BUDGET_EXHAUSTED: the limit of {max_tool_calls} tool calls is reached."
-                results.append(ToolMessage(content=content, tool_call_id=call["id"], name=call["name"]))
+                results.append(msg.tool_result(content, call))
                 continue
             used += 1
             message = await invoke(ctx, {**call, "args": args}, node="tools", config=config)
-            tool_log[key] = message_text(message)
+            tool_log[key] = msg.message_text(message)
             results.append(message)
             if ctx.failure:
                 update = {**ledger.update(), "tool_calls": used, "tool_log": tool_log}
@@ -372,7 +373,7 @@ class AgentNodes:
             update["force_final"] = True
             update["exit_reason"] = state.get("exit_reason") or ExitReason.MAX_TOOL_CALLS_REACHED
             if not _quote(state):
-                update["scratch"].append(HumanMessage(content=prompts.force_final(max_tool_calls)))
+                update["scratch"].append(msg.human(prompts.force_final(max_tool_calls)))
         return update
 
     # -- validate ----------------------------------------------------------------------------------------------------
@@ -415,8 +416,8 @@ class AgentNodes:
             trace.append(trace_event(TraceKind.REPROMPT, "validate", attempt=reprompts + 1, errors=errors))
             scratch = [
                 *(state.get("scratch") or []),
-                AIMessage(content=draft),
-                HumanMessage(content=prompts.reprompt(errors, remaining)),
+                msg.ai(draft),
+                msg.human(prompts.reprompt(errors, remaining)),
             ]
             return {"trace": trace, "scratch": scratch, "reprompts": reprompts + 1, "draft": None}
         return self._forced_synthesis(state, errors, trace)

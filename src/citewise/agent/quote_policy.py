@@ -13,8 +13,7 @@ import re
 from dataclasses import asdict
 from typing import Any
 
-from langchain_core.messages import AIMessage
-
+from citewise.agent import messages as msg
 from citewise.agent.state import AgentState
 from citewise.agent.tools import MAX_QUERY_CHARS, SEARCH_DOCS, SearchDocsArgs, call_key, result_key
 from citewise.index.retriever import Retriever
@@ -79,7 +78,7 @@ class QuotePolicy:
         if calls:
             calls = [{**c, "id": f"quote_{turns}_{i}", "type": "tool_call"} for i, c in enumerate(calls)]
             trace.extend(trace_event(TraceKind.TOOL_CALL, "llm", tool=c["name"], args=c["args"]) for c in calls)
-            return {**base, "scratch": [*scratch, AIMessage(content="", tool_calls=calls)]}
+            return {**base, "scratch": [*scratch, msg.ai("", calls)]}
 
         result, read = self.compose(state)
         follow = self._pointer_searches(state, result, remaining, done, turns)
@@ -87,7 +86,7 @@ class QuotePolicy:
             trace.extend(
                 trace_event(TraceKind.TOOL_CALL, "llm", tool=c["name"], args=c["args"], pointer=True) for c in follow
             )
-            return {**base, "scratch": [*scratch, AIMessage(content="", tool_calls=follow)]}
+            return {**base, "scratch": [*scratch, msg.ai("", follow)]}
         opened = list(dict.fromkeys([*(state.get("opened") or []), *read]))
         trace.append(
             trace_event(

@@ -14,7 +14,8 @@ so the llm node only decides what each means for the run. `ReplyStream` is the s
 which tokens of a reply are answer text a client may show (prose), and which are not (a JSON action, whose answer
 arrives with the final Answer), so the server needs to know nothing of the protocol. The helpers below shape the
 transcript a model is shown (trimmed to the context budget, earlier answers without their [n], tool calls as
-protocol JSON for a model without native tools).
+protocol JSON for a model without native tools). They run in a model's turn only, so LangChain's message classes
+are imported inside them: quote mode never loads LangChain.
 """
 
 from __future__ import annotations
@@ -22,11 +23,13 @@ from __future__ import annotations
 import json
 import re
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from langchain_core.messages import AIMessage, AnyMessage, BaseMessage, HumanMessage, ToolMessage
-
+from citewise.agent.messages import Message, message_text
 from citewise.llm.protocol import FinalAction, ToolAction, parse_action
+
+if TYPE_CHECKING:
+    from langchain_core.messages import AIMessage
 
 
 @dataclass(frozen=True)
@@ -65,6 +68,8 @@ Reply = ToolCalls | Draft | Invalid | Unparseable | Empty
 def read_reply(reply: AIMessage, *, native: bool, force_final: bool, turn: int) -> Reply:
     """What `reply` asks for. With `force_final` (the lookup budget is spent) a tool call is no longer honoured: a
     native model's text is its answer, a protocol model's prose is taken as is, and a tool call carries no answer."""
+    from langchain_core.messages import AIMessage
+
     text = message_text(reply).strip()
     if native:
         calls, invalid = list(reply.tool_calls), list(getattr(reply, "invalid_tool_calls", None) or [])
@@ -125,30 +130,16 @@ class ReplyStream:
 _MARKER_RE = re.compile(r"\[\d{1,4}\]")
 
 
-def message_text(message: BaseMessage) -> str:
-    """The text of a chat message, whether its content is a string or a list of content blocks."""
-    content = message.content
-    if isinstance(content, str):
-        return content
-    parts = []
-    for block in content:
-        if isinstance(block, str):
-            parts.append(block)
-        elif isinstance(block, dict) and block.get("type") == "text":
-            parts.append(str(block.get("text", "")))
-    return "".join(parts)
-
-
-def _chars(message: BaseMessage) -> int:
+def _chars(message: Message) -> int:
     size = len(message_text(message))
     for call in getattr(message, "tool_calls", None) or []:
         size += len(call["name"]) + len(json.dumps(call["args"], ensure_ascii=False))
     return size
 
 
-def trim_newest_first(messages: list[AnyMessage], max_chars: int) -> tuple[list[AnyMessage], int]:
+def trim_newest_first(messages: list[Message], max_chars: int) -> tuple[list[Message], int]:
     """The newest messages that fit in `max_chars`, in order, and how many older ones were dropped."""
-    kept: list[AnyMessage] = []
+    kept: list[Message] = []
     total = 0
     for message in reversed(messages):
         size = _chars(message)
@@ -160,17 +151,21 @@ def trim_newest_first(messages: list[AnyMessage], max_chars: int) -> tuple[list[
     return kept, len(messages) - len(kept)
 
 
-def without_markers(message: AnyMessage) -> AnyMessage:
+def without_markers(message: Message) -> Message:
     """Earlier answers of a session cite sources of earlier runs: their [n] would mean other passages now."""
+    from langchain_core.messages import AIMessage
+
     if isinstance(message, AIMessage) and isinstance(message.content, str) and _MARKER_RE.search(message.content):
         return AIMessage(content=_MARKER_RE.sub("", message.content), id=message.id)
     return message
 
 
-def as_protocol(scratch: list[AnyMessage]) -> list[AnyMessage]:
+def as_protocol(scratch: list[Message]) -> list[Message]:
     """The working transcript as a model without native tools sees it: its own JSON actions and plain-text tool
     results, never tool-call structures its chat template may not know."""
-    out: list[AnyMessage] = []
+    from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
+
+    out: list[Message] = []
     for message in scratch:
         if isinstance(message, AIMessage) and message.tool_calls:
             for call in message.tool_calls:

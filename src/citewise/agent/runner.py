@@ -20,8 +20,7 @@ import time
 from collections.abc import AsyncIterator, Sequence
 from typing import TYPE_CHECKING, Any
 
-from langchain_core.messages import AIMessage, AnyMessage, HumanMessage
-
+from citewise.agent import messages as msg
 from citewise.agent.answerer import QUOTE_ANSWERER
 from citewise.agent.flow import GRAPH_NAME, NODES, run_inline
 from citewise.agent.limits import run_limits
@@ -133,12 +132,11 @@ class Citewise:
 
     def _start(self, request: RunRequest) -> tuple[dict[str, Any], dict[str, Any]]:
         """(the run's input state, its LangGraph config)."""
-        messages: list[AnyMessage] = [
-            HumanMessage(content=turn.content) if turn.role == "user" else AIMessage(content=turn.content)
-            for turn in request.history
+        messages = [
+            msg.human(turn.content) if turn.role == "user" else msg.ai(turn.content) for turn in request.history
         ]
         if request.question.strip():
-            messages.append(HumanMessage(content=request.question))
+            messages.append(msg.human(request.question))
         # Everything but the conversation belongs to one run: reset here even when a checkpointer resumes a session.
         state = {**fresh_run(), "messages": messages, "request": request, "answerer": self.answerer(request)}
         config: dict[str, Any] = {"recursion_limit": self._max_steps(request), "run_name": GRAPH_NAME}

@@ -4,6 +4,9 @@
 session to the next (thread_id = session_id). `request` (the whole `RunRequest`) and `answerer` are given by each
 run's input. Everything else belongs to one run and starts from `fresh_run()`: the model's working transcript
 (`scratch`: tool calls and their results), counters, sources and the answer.
+
+Nodes write messages as light records (agent/messages.py): the in-process runner keeps them as they are, and on the
+LangGraph path the reducers of `messages` and `scratch` make LangChain messages of them.
 """
 
 from __future__ import annotations
@@ -11,32 +14,37 @@ from __future__ import annotations
 import copy
 from typing import TYPE_CHECKING, Annotated, Any, TypedDict
 
-from langchain_core.messages import AnyMessage
-
+from citewise.agent.messages import Message, as_langchain
 from citewise.types import Answer, ExitReason, RunRequest, ScoredChunk
 
 if TYPE_CHECKING:
     from langgraph.checkpoint.base import BaseCheckpointSaver
 
 
-def add_messages(left: list[AnyMessage], right: list[AnyMessage]) -> list[AnyMessage]:
+def add_messages(left: list[Message], right: list[Message]) -> list[Message]:
     """LangGraph's message reducer (merge by id), loaded on first use: only the LangGraph path of a run calls it,
     and `langgraph.graph` is a second of imports quote mode never needs."""
     from langgraph.graph.message import add_messages as merge
 
-    return merge(left, right)
+    return merge(left, [as_langchain(m) for m in right])
+
+
+def transcript(left: list[Message], right: list[Message]) -> list[Message]:
+    """The scratch transcript's reducer (LangGraph's path only): a node writes the whole transcript, which replaces
+    the old one as a plain key's value would, in LangChain messages."""
+    return [as_langchain(m) for m in right]
 
 
 class AgentState(TypedDict, total=False):
     # -- conversation (kept across runs of a session) ------------------------------------------------------------
-    messages: Annotated[list[AnyMessage], add_messages]
+    messages: Annotated[list[Message], add_messages]
 
     # -- given by each run's input -----------------------------------------------------------------------------
     request: RunRequest  # the question and everything that decides how it is answered, validated
     answerer: str  # "extractive" (quote mode) or the model spec that answers ("local", "provider:model")
 
     # -- per run, reset by every run's input (fresh_run) ---------------------------------------------------------
-    scratch: list[AnyMessage]  # this run's model transcript: AI tool calls, tool results, reprompts
+    scratch: Annotated[list[Message], transcript]  # this run's model transcript: AI tool calls, tool results, reprompts
     turns: int  # model calls made by the llm node
     tool_calls: int  # unique tool calls (an identical repeat does not count)
     tool_log: dict[str, str]  # canonical call key → the result it gave (repeats are answered from here)
@@ -73,6 +81,7 @@ _STARTS_TRUE = frozenset({"empty_retrieval"})  # true until a search finds somet
 
 
 def _start_value(name: str, annotation: str) -> Any:
+    annotation = annotation.removeprefix("Annotated[")  # a reducer's key starts as its type does
     if name in _STARTS_TRUE:
         return True
     if annotation.endswith("| None"):

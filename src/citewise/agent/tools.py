@@ -19,10 +19,10 @@ import uuid
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from langchain_core.messages import ToolMessage
 from pydantic import BaseModel, Field, field_validator
 from tenacity import AsyncRetrying, retry_if_exception, stop_after_attempt, wait_exponential_jitter
 
+from citewise.agent.messages import Message, tool_result
 from citewise.errors import ConfigError, ProviderError, RetrievalError, ValidationError
 from citewise.index.retriever import Retriever
 from citewise.ingest.selection import search_selected
@@ -406,7 +406,7 @@ def build_tools(ctx: ToolContext | None, *, node: str = "tools") -> list[BaseToo
     ]
 
 
-async def invoke(ctx: ToolContext, call: dict[str, Any], *, node: str, config: Any) -> ToolMessage:
+async def invoke(ctx: ToolContext, call: dict[str, Any], *, node: str, config: Any) -> Message:
     """Run one tool call whose arguments were validated. Inside a LangGraph run (its config carries the run's
     callbacks) it goes through the LangChain tool, so the run's events show it (`on_tool_start`/`on_tool_end`); in
     the in-process runner it is called directly: the same text, without LangChain's callback and tracing machinery
@@ -418,7 +418,7 @@ async def invoke(ctx: ToolContext, call: dict[str, Any], *, node: str, config: A
         text, _ = await run_search(ctx, SearchDocsArgs(**call["args"]), node=node)
     else:
         text = await run_open(ctx, OpenCitationArgs(**call["args"]), node=node)
-    return ToolMessage(content=text, tool_call_id=call["id"], name=call["name"])
+    return tool_result(text, call)
 
 
 def validate_call(name: str, args: Any) -> tuple[dict[str, Any] | None, str | None]:
