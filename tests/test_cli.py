@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+import gc
 import json
 import subprocess
 import sys
 
+import pytest
+import typer
 from typer.testing import CliRunner
 
+from citewise import cli
 from citewise.cli import app
 
 runner = CliRunner()
@@ -31,6 +35,20 @@ def test_help_and_docs_list_start_without_heavy_imports(tmp_path):
     proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60)
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.strip() == "none"
+
+
+def test_only_the_one_question_commands_keep_the_collector_paused():
+    """main() pauses garbage collection for a cold start; `_run` resumes it for every command but search and ask
+    (ingest, serve or chat may run for hours)."""
+    collecting = {}
+    try:
+        for one_question in (True, False):
+            gc.disable()
+            with pytest.raises(typer.Exit):
+                cli._run(lambda q=one_question: collecting.__setitem__(q, gc.isenabled()), one_question=one_question)
+    finally:
+        gc.enable()
+    assert collecting == {True: False, False: True}
 
 
 def test_ingest_list_search_roundtrip(tmp_path, corpus):
