@@ -51,6 +51,24 @@ def test_only_the_one_question_commands_keep_the_collector_paused():
     assert collecting == {True: False, False: True}
 
 
+ALONE = [["search", "--help"], ["ask", "--help"], ["docs", "list", "--help"], ["search"], ["ask", "--mode", "x", "q"]]
+
+
+@pytest.mark.parametrize("args", ALONE)
+def test_a_command_runs_alone_as_it_runs_in_the_whole_app(args):
+    """main() builds only the command it runs (Typer builds every command's parameters first): its help, its errors
+    and its behaviour are the whole app's."""
+    only = cli._app_for(args)
+    assert set(typer.main.get_command(only).commands) == {args[0]}
+    alone, whole = runner.invoke(only, args), runner.invoke(app, args)
+    assert (alone.exit_code, alone.output) == (whole.exit_code, whole.output)
+
+
+@pytest.mark.parametrize("args", [[], ["--help"], ["--version"], ["serach", "q"]])
+def test_without_a_command_the_whole_app_answers(args):
+    assert cli._app_for(args) is app
+
+
 def test_ingest_list_search_roundtrip(tmp_path, corpus):
     home = str(tmp_path / "home")
     first = _run("ingest", str(corpus), "--home", home, "--json")
