@@ -31,17 +31,6 @@ from citewise.agent.grounding import strip_rag_metadata
 from citewise.agent.limits import EXIT_REASONS, WELCOME_MESSAGE, exit_reason_for
 from citewise.agent.planner import default_plan, parse_plan
 from citewise.agent.quote_policy import QuotePolicy, refusal_text
-from citewise.agent.reply import (
-    Draft,
-    Empty,
-    Invalid,
-    ToolCalls,
-    Unparseable,
-    as_protocol,
-    read_reply,
-    trim_newest_first,
-    without_markers,
-)
 from citewise.agent.state import AgentState
 from citewise.agent.tools import (
     MAX_QUERY_CHARS,
@@ -57,7 +46,6 @@ from citewise.agent.tools import (
 from citewise.agent.validator import validate_answer
 from citewise.errors import ProviderError
 from citewise.index.retriever import Retriever
-from citewise.llm.protocol import protocol_instructions
 from citewise.settings import Settings
 from citewise.types import AnswerMode, AnswerStyle, ExitReason, RetrievalFailure, Status, TraceKind, trace_event
 
@@ -218,6 +206,22 @@ class AgentNodes:
         return state["request"].limits.max_tool_calls - state.get("tool_calls", 0)
 
     async def _agent_turn(self, state: AgentState, config: RunnableConfig) -> dict[str, Any]:
+        # A model's turn: quote mode never loads the reply adapter, the JSON protocol or LangChain's messages.
+        from langchain_core.messages import SystemMessage
+
+        from citewise.agent.reply import (
+            Draft,
+            Empty,
+            Invalid,
+            ToolCalls,
+            Unparseable,
+            as_protocol,
+            read_reply,
+            trim_newest_first,
+            without_markers,
+        )
+        from citewise.llm.protocol import protocol_instructions
+
         limits = state["request"].limits
         trace = list(state.get("trace") or [])
         turns = state.get("turns", 0) + 1
@@ -253,8 +257,6 @@ class AgentNodes:
         # The system prompt goes in after trimming, so it is never what gets cut. Tools stay bound even when no more
         # calls are allowed: some vendors reject a history holding tool calls without tool definitions. A call made
         # anyway is ignored (the prompt says the budget is spent).
-        from langchain_core.messages import SystemMessage
-
         try:
             message = await client.ainvoke(
                 [SystemMessage(content=system), *kept],

@@ -25,7 +25,6 @@ from tenacity import AsyncRetrying, retry_if_exception, stop_after_attempt, wait
 from citewise.agent.messages import Message, tool_result
 from citewise.errors import ConfigError, ProviderError, RetrievalError, ValidationError
 from citewise.index.retriever import Retriever
-from citewise.ingest.selection import search_selected
 from citewise.types import (
     MAX_SELECTED_TEXT_CHARS,
     PUBLIC,
@@ -261,6 +260,8 @@ async def run_search(ctx: ToolContext, args: SearchDocsArgs, *, node: str) -> tu
 
     def search() -> SearchResult:
         if selected is not None:
+            from citewise.ingest.selection import search_selected  # chunks the text: only a selection needs it
+
             return search_selected(ctx.retriever, args.query, args.top_k, text=selected)
         filters = {"filename": args.filename} if args.filename else None
         return ctx.retriever.search(args.query, args.top_k, owner=ctx.owner, filters=filters)
