@@ -21,7 +21,6 @@ import typer
 from pydantic import ValidationError as PydanticValidationError
 from rich.console import Console
 from rich.markup import escape
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
 from citewise import __version__
@@ -121,6 +120,8 @@ def _progress(enabled: bool):
     if not enabled:
         yield lambda stage, done, total: None
         return
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn  # writers only
+
     labels = {"parse": "Parsing", "embed": "Embedding chunks", "optimize": "Updating indexes", "query": "Querying"}
     with Progress(
         TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(), console=err
