@@ -49,6 +49,12 @@ _SUFFIXES = (
     ("ity", ""), ("ies", "y"), ("ied", "y"), ("sses", "ss"), ("edly", ""), ("ed", ""), ("ers", ""), ("er", ""),
     ("ly", ""), ("es", ""), ("s", ""),
 )  # fmt: skip
+# The same, by their last letter, in the same order: a word is tried only against the suffixes it could end with
+# (stem runs over every word of the vocabulary on a cold start).
+_SUFFIXES_BY_LAST = {
+    last: [(suffix, replacement) for suffix, replacement in _SUFFIXES if suffix.endswith(last)]
+    for last in dict.fromkeys(suffix[-1] for suffix, _ in _SUFFIXES)
+}
 
 
 def stem(word: str) -> str:
@@ -58,7 +64,7 @@ def stem(word: str) -> str:
         word = word[:-2]
     if not word.isalpha() or len(word) <= 3:
         return word
-    for suffix, replacement in _SUFFIXES:
+    for suffix, replacement in _SUFFIXES_BY_LAST.get(word[-1], ()):
         if word.endswith(suffix) and len(word) - len(suffix) >= 3 and not (suffix == "s" and word.endswith("ss")):
             word = word[: -len(suffix)] + replacement
             break
@@ -158,14 +164,19 @@ FENCE_RE = re.compile(r"^\s*(```|~~~)")
 FENCED_BLOCK = r"^[ \t]*(?P<fence>```|~~~)[^\n]*\n(?P<body>.*?)(?:^[ \t]*(?P=fence)[ \t]*$|\Z)"
 FENCED_BLOCK_RE = re.compile(FENCED_BLOCK, re.S | re.M)
 _SKIP_LINE_RE = re.compile(
-    r"^\s*(?:#{1,6}\s|\||[=\-~^*_]{3,}\s*$|<[^>]*>\s*$|</|\{/\*|import\s|export\s|\.\.\s+\w+::|:\w+:)"
-)
+    r"^\s*(?:#{1,6}\s|\||[=\-~^*_]{3,}\s*$|<(?![A-Za-z][A-Za-z0-9+.-]*:)[^>]*>\s*$|</|\{/\*|import\s|export\s|\.\.\s+\w+::"
+    r"|:\w+:)"
+)  # headings, tables, rules, lines of HTML tags (not a markdown autolink, "<https://rpc.example/>"), MDX, directives
 LIST_ITEM_RE = re.compile(r"^(\s*(?:[-*+•]|\d+[.)])\s+|\s*>\s+)")
 _BOUNDARY_RE = re.compile(r"(?<=[.!?])[\"'”’)\]]*\s+(?=[\"'“‘(\[`*_]?[A-Z0-9])")
 _ABBREVIATIONS = ("e.g.", "i.e.", "etc.", "vs.", "approx.", "dr.", "mr.", "mrs.", "ms.", "no.", "fig.", "st.")
 # Whole words only: "films." and "first." end a sentence although they end with "ms." and "st.".
 _ABBREVIATION_RE = re.compile(r"(?:^|[^a-z])(?:" + "|".join(map(re.escape, _ABBREVIATIONS)) + r")$", re.I)
-_EDGE_TAG_RE = re.compile(r"^(?:\s*<[^<>]*>)+|(?:<[^<>]*>\s*)+$")
+# HTML tags at a sentence's edges ("<br>", "</details>"), not markdown autolinks ("<https://rpc.example/>"): a URL
+# alone on its line is a value worth quoting.
+_EDGE_TAG_RE = re.compile(
+    r"^(?:\s*<(?![A-Za-z][A-Za-z0-9+.-]*:)[^<>]*>)+|(?:<(?![A-Za-z][A-Za-z0-9+.-]*:)[^<>]*>\s*)+$"
+)
 SENTENCE_END_RE = re.compile(r"(?<=[.!?])\s+(?=\S)")  # a question's sentences: anything may follow
 # Inside one claim of an answer, only what can start a sentence counts (a capital, digit, quote, bracket, code):
 # "see cfg.ini. then restart" stays one claim.

@@ -651,3 +651,14 @@ def test_a_procedure_is_answered_with_its_command_not_a_table_row_or_a_search_ex
     assert "orbitron ingest docs/" in answer.text
     assert "| `module` |" not in answer.text  # a table describes; it is no step
     assert "orbitron search" not in answer.text  # the question as a quoted argument answers nothing
+
+
+def test_a_line_inside_a_quoted_label_line_is_not_quoted_again():
+    network = chunk(
+        "## Network\n\nThe endpoints below serve the public network.\n\nRPC\n\n"
+        "<https://rpc.orbitron.example/>\n\n[https://backup.orbitron.example/](https://backup.orbitron.example/)\n",
+        "network.md",
+    )
+    answer = compose_quote_answer("which rpc url do i use", [(1, network)])
+    assert not answer.refused
+    assert answer.text.count("backup.orbitron.example/](") == 1

@@ -432,7 +432,10 @@ def select(
 
     def duplicate(sentence: Sentence) -> bool:
         return any(
-            jaccard(sentence.terms, c.terms) >= REDUNDANCY_JACCARD or sentence.text.strip() == c.text.strip()
+            jaccard(sentence.terms, c.terms) >= REDUNDANCY_JACCARD
+            or sentence.text.strip() == c.text.strip()
+            or (sentence.slot == c.slot and c.start <= sentence.start and sentence.end <= c.end)  # inside a label line
+            or (sentence.slot == c.slot and sentence.start <= c.start and c.end <= sentence.end)  # or a row around it
             for c in chosen
         )
 
@@ -765,7 +768,8 @@ def compose(
     structured = style == AnswerStyle.STRUCTURED
     scored = score(question, chunks, code=not structured, ranker=ranker)
     prose = [item for item in scored if not item.sentence.code]
-    if not prose or prose[0].coverage <= 0:
+    best_coverage = max((item.coverage for item in prose), default=0.0)  # the ranker may lead with another one
+    if best_coverage <= 0:
         return _refuse("No sentence of the closest passages shares the question's words.")
     limit = max(1, max_sentences - 1) if structured and max_sentences > 1 else max_sentences
     chosen, rest, blocks = select(question, chunks, scored, limit, ranked=ranker is not None)
@@ -779,7 +783,7 @@ def compose(
         if prose_chosen and all(is_navigation(s.text) for s in prose_chosen)
         else []
     )
-    evidence = signals(question, chunks, chosen, prose[0].coverage, corpus, profile, scored[0].relevance)
+    evidence = signals(question, chunks, chosen, best_coverage, corpus, profile, scored[0].relevance)
     verdict = decider(evidence)
     if not verdict.answer:
         return _refuse(verdict.reason or "The evidence is too weak.", evidence, verdict.probability)

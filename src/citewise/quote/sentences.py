@@ -185,7 +185,7 @@ def _pure_value(text: str) -> bool:
     """A line that is only a value: a number, an address, a link or a URL, no words besides ("5031",
     "[0x0000…da032](https://explorer…)"): what a label line names, never a label itself."""
     bare = _LINK_RE.sub(lambda m: m.group(1) or " ", text)
-    return not _WORD_RE.search(re.sub(r"\b0x[0-9a-f]+\b|\b[0-9a-f]{16,}\b", " ", bare, flags=re.I))
+    return not _WORD_RE.search(re.sub(r"https?://\S+|\b0x[0-9a-f]+\b|\b[0-9a-f]{16,}\b", " ", bare, flags=re.I))
 
 
 def is_link_trail(text: str) -> bool:
