@@ -310,21 +310,6 @@ RANKER_FEATURES = (
 )
 
 
-def _kind_match(sentence: Sentence, question: Question) -> float:
-    """+1 when a sentence has the form the question's kind wants (a value, a definition of the subject, a command or
-    a step, a name), -1 when it has not, 0 when the kind wants nothing in particular."""
-    text = sentence.text
-    if question.kind == QuestionKind.VALUE or question.expects in ("number", "date", "duration", "value"):
-        return 1.0 if _new_values(text, question) else -1.0
-    if question.kind == QuestionKind.DEFINITION and question.subject:
-        return 1.0 if defines(text, question.subject) else 0.0
-    if question.kind == QuestionKind.PROCEDURE:
-        return 1.0 if sentence.code or sentence.step or _IMPERATIVE_RE.match(text) or "`" in text else -1.0
-    if question.kind == QuestionKind.ENTITY:
-        return 1.0 if _has_name(text, question) else -1.0
-    return 0.0
-
-
 def _features(
     s: Sentence, base: float, best: float, top: bool, question: Question, chunks, strengths, headings
 ) -> dict[str, float]:
@@ -340,7 +325,7 @@ def _features(
         "strength": strengths[s.slot],
         "lexical": float(chunks[s.slot][1].lexical_score is not None),
         "heading_coverage": len(terms & context) / len(terms) if terms else 0.0,
-        "kind": _kind_match(s, question),
+        "kind": answer_type(s, [s], question, chunks),
         "code": float(s.code),
         "step": float(s.step),
         "table": float(bool(s.header)),
