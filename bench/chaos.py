@@ -35,6 +35,7 @@ from _common import ROOT, cli_env, write_result
 
 sys.path.insert(0, str(ROOT))  # the tests' fake OpenAI-compatible server is a probe tool here too
 from tests.support.fake_openai import FakeOpenAI, Fault, Reply
+from tests.support.sse import literal_client
 
 Probe = Callable[[Path], dict]
 KEYS = {"k-alice": "alice", "k-bob": "bob", "k-ops": "public", "k-widget": "alice"}
@@ -465,27 +466,6 @@ def validation_errors(workdir: Path) -> dict:
     return _result("422 detail is an array", checks)
 
 
-def _literal_stream(url: str, body: dict) -> tuple[str, dict, list[str]]:
-    """A client that knows only docs/server.md's token rule: concatenate `token` texts, forget them all on
-    `discard`. (the text shown at the end, the terminal event's data, the event names)."""
-    from httpx_sse import connect_sse
-
-    shown, names = "", []
-    with (
-        httpx.Client(base_url=url, timeout=120) as client,
-        connect_sse(client, "POST", "/api/agent/stream", json=body) as source,
-    ):
-        for event in source.iter_sse():
-            names.append(event.event)
-            if event.event == "token":
-                shown += json.loads(event.data)["text"]
-            elif event.event == "discard":
-                shown = ""
-            elif event.event in ("complete", "error"):
-                return shown, json.loads(event.data), names
-    raise RuntimeError("the stream ended without a terminal event")
-
-
 def stream_discard(workdir: Path) -> dict:
     """A client following docs/server.md's SSE rule literally ends with exactly the answer, on every path that
     replaces streamed text: a provider's reply cut off mid-stream and retried, text written beside a lookup, and a
@@ -506,7 +486,7 @@ def stream_discard(workdir: Path) -> dict:
         try:
             for label, script in cases:
                 fake.script(*script)
-                shown, answer, names = _literal_stream(server.url, {"question": QUESTION, "mode": "agent"})
+                shown, answer, names = literal_client(server.url, {"question": QUESTION, "mode": "agent"})
                 expected = "" if answer.get("status") == "error" or answer.get("cached") else answer.get("answer")
                 ok = "discard" in names and shown == expected and answer.get("status") in ("success", "refused")
                 checks.append(

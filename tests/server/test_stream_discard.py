@@ -5,40 +5,19 @@ comes with `complete`). Before, a forced synthesis replaced streamed text with n
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
-import httpx
 import pytest
-from httpx_sse import connect_sse
 from langchain_core.messages import AIMessage
 from tests.agent.agent_support import WORKER_ANSWER, WORKER_QUESTION
 from tests.server.conftest import PLAN
 from tests.support.fake_openai import FakeOpenAI, Fault
+from tests.support.sse import literal_client
 
 from citewise.llm.testing import ScriptedChatModel
 
 DOCS = Path(__file__).parents[2] / "docs" / "server.md"
 INVENTED = "Run `orbitron pool --pin 99` to pin the pool [1]."  # a command no source holds: never stands
-
-
-def literal_client(url: str, body: dict) -> tuple[str, dict, list[str]]:
-    """(the text shown at the end, the terminal event's data, the event names) — by the documented rules only."""
-    shown = ""
-    names: list[str] = []
-    with (
-        httpx.Client(base_url=url, timeout=120) as client,
-        connect_sse(client, "POST", "/api/agent/stream", json=body) as source,
-    ):
-        for event in source.iter_sse():
-            names.append(event.event)
-            if event.event == "token":
-                shown += json.loads(event.data)["text"]
-            elif event.event == "discard":
-                shown = ""
-            elif event.event in ("complete", "error"):
-                return shown, json.loads(event.data), names
-    raise AssertionError("the stream ended without a terminal event")
 
 
 def test_the_discard_rule_is_documented():
