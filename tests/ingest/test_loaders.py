@@ -322,6 +322,57 @@ def test_rst_is_robust_to_sloppy_and_sphinx_only_markup(tmp_path):
     assert "TOP-SECRET" not in all_text(doc)  # `.. include::` must never read files
 
 
+def test_rst_sphinx_directives_keep_their_content_and_never_index_parser_errors():
+    # Sphinx's tabs, version notes and object descriptions are unknown to plain docutils; before, each became an
+    # error node whose text ("Unknown directive type", the raw `.. tab::` source) was indexed.
+    text = (
+        "Install\n=======\n\n"
+        ".. tab:: Unix/macOS\n   :sync: unix\n\n   .. code-block:: shell\n\n      python -m orbitron up\n\n"
+        "#. Start the daemon\n\n   .. tab:: Windows\n\n      .. code-block:: shell\n\n         py -m orbitron up\n\n"
+        "   Then check it.\n\n"
+        ".. versionadded:: 2.3\n\n   The ``--python`` option.\n\n"
+        ".. deprecated:: 3.0\n\n"
+        ".. option:: --user\n\n   Install into the user site.\n\n"
+        ".. toctree::\n   :maxdepth: 2\n\n   usage\n\n"
+        ".. orbitron-command-usage:: up\n"
+    )
+    doc = parse_rst(text, source="s", filename="install.rst")
+    assert [(b.kind, b.text) for b in doc.blocks] == [
+        (BlockKind.TEXT, "**Unix/macOS**"),
+        (BlockKind.CODE, "```shell\npython -m orbitron up\n```"),
+        (BlockKind.TEXT, "1. Start the daemon\n**Windows**"),  # a list's code is its own CODE block
+        (BlockKind.CODE, "```shell\npy -m orbitron up\n```"),
+        (BlockKind.TEXT, "Then check it."),
+        (BlockKind.TEXT, "New in version 2.3: The `--python` option."),
+        (BlockKind.TEXT, "Deprecated since version 3.0."),
+        (BlockKind.TEXT, "`--user`"),
+        (BlockKind.TEXT, "Install into the user site."),
+    ]
+    assert all(b.headings == ("Install",) for b in doc.blocks)
+
+
+def test_myst_directive_fences_are_read_as_their_content():
+    text = (
+        "# Cache\n\n"
+        "```{versionadded} 22.3\nThe `--python` option.\n```\n\n"
+        "```{note}\n:class: dropdown\nMind the **cache**.\n```\n\n"
+        "```{code-block} python\n:linenos:\nimport orbitron\n```\n\n"
+        "```{toctree}\n:hidden:\nusage\n```\n\n"
+        "```{orbitron-cli}\n$ orbitron cache dir\n```\n\n"
+        "```{eval-rst}\n.. tab:: Unix\n\n   .. code-block:: shell\n\n      orbitron up\n```\n"
+    )
+    doc = parse_markdown(text, source="s", filename="cache.md")
+    assert [(b.kind, b.text) for b in doc.blocks] == [
+        (BlockKind.TEXT, "New in version 22.3: The `--python` option."),
+        (BlockKind.TEXT, "Mind the **cache**."),
+        (BlockKind.CODE, "```python\nimport orbitron\n```"),
+        (BlockKind.CODE, "```\n$ orbitron cache dir\n```"),  # a directive Citewise doesn't know: its text, as code
+        (BlockKind.TEXT, "**Unix**"),
+        (BlockKind.CODE, "```shell\norbitron up\n```"),
+    ]
+    assert all(b.headings == ("Cache",) for b in doc.blocks)
+
+
 def test_rst_docinfo_gives_date_and_metadata():
     text = "=====\nTitle\n=====\n\n:Author: Mira Kovalenko\n:Date: 2024-02-03\n:Audience: operators\n\nBody text.\n"
     doc = parse_rst(text, source="s", filename="t.rst")

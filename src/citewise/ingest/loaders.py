@@ -31,7 +31,7 @@ import frontmatter
 import lxml.html
 from docutils import nodes
 from docutils.core import publish_doctree
-from docutils.parsers.rst import directives
+from docutils.parsers.rst import Directive, directives
 from docutils.parsers.rst.directives.body import CodeBlock
 from markdown_it import MarkdownIt
 from markdown_it.token import Token
@@ -315,9 +315,68 @@ def _closing_index(tokens: Sequence[Token], start: int) -> int:
     return len(tokens) - 1
 
 
+# MyST (Sphinx's markdown) writes directives as fences: ```{note}, ```{versionadded} 22.3, ```{code-block} python,
+# ```{eval-rst}. markdown-it reads them as code fences in a language called "{note}"; myst-parser, which knows them,
+# needs Sphinx, so the few that matter are read here. A directive's options (`:key: value` lines, or a `---` YAML
+# block) open its body. Unknown names stay code blocks, as a reader of the raw file would see them.
+_MYST_FENCE = re.compile(r"^\{([A-Za-z][\w:.+-]*)\}\s*(.*)$")
+_MYST_CODE = frozenset({"code", "code-block", "sourcecode", "code-cell"})
+_MYST_BODY = frozenset(
+    {"note", "warning", "caution", "tip", "important", "hint", "attention", "danger", "error", "seealso", "todo"}
+    | {"admonition", "tab", "tab-set", "tab-item", "dropdown", "card", "grid", "grid-item", "grid-item-card"}
+    | {"only", "topic", "sidebar", "margin", "epigraph", "glossary", "div", "container", "rubric"}
+)
+_MYST_OPTION = re.compile(r"^:[\w-]+:.*$")
+
+
+def _myst_directive(token: Token) -> tuple[str, str, str] | None:
+    """(name, argument, body without its options) of a MyST directive fence; None for any other fence."""
+    match = _MYST_FENCE.match(token.info.strip()) if token.type == "fence" else None
+    if match is None:
+        return None
+    lines = token.content.split("\n")
+    if lines and lines[0].strip() == "---":  # options as a YAML block
+        close = next((i for i in range(1, len(lines)) if lines[i].strip() == "---"), 0)
+        lines = lines[close + 1 :]
+    while lines and _MYST_OPTION.match(lines[0].strip()):
+        lines = lines[1:]
+    return match.group(1).lower(), match.group(2).strip(), "\n".join(lines).strip("\n")
+
+
 def _code_text(token: Token) -> str:
+    directive = _myst_directive(token)
+    if directive is not None:  # ```{code-block} python: the argument is the language; an unknown name is none
+        name, argument, body = directive
+        return _fenced(body, argument.split()[0] if name in _MYST_CODE and argument else "")
     language = token.info.split()[0] if token.type == "fence" and token.info.strip() else ""
     return _fenced(token.content, language)
+
+
+def _myst_blocks(token: Token, headings: tuple[str, ...], *, mdx: bool) -> list[Block] | None:
+    """The blocks a MyST directive fence stands for, under `headings`; None when it is code (or no directive)."""
+    directive = _myst_directive(token)
+    if directive is None or directive[0] in _MYST_CODE:
+        return None
+    name, argument, body = directive
+    base = name.rsplit(":", 1)[-1]
+    if base in _RST_SKIPPED or base.startswith("auto"):
+        return []
+    if name == "eval-rst":
+        inner = parse_rst(body, source="", filename="").blocks
+    elif base in _MYST_BODY or base in _RST_VERSIONS:
+        inner = _markdown_blocks(body, mdx=mdx)[0]
+    else:
+        return None
+    inner = [b.model_copy(update={"headings": headings + b.headings}) for b in inner]
+    if base in _RST_VERSIONS:
+        label = f"{_RST_VERSIONS[base]} {argument}".strip()
+        if inner and inner[0].kind == BlockKind.TEXT:
+            inner[0] = inner[0].model_copy(update={"text": f"{label}: {inner[0].text}"})
+        else:
+            inner.insert(0, Block(text=f"{label}.", headings=headings))
+    elif argument and inner:
+        inner.insert(0, Block(text=f"**{argument}**", headings=headings))
+    return inner
 
 
 def _markdown_blocks(
@@ -357,7 +416,11 @@ def _markdown_blocks(
             if level == 1 and not first_h1:
                 first_h1 = text
         elif token.type in ("fence", "code_block"):
-            add(BlockKind.CODE, _code_text(token))
+            directive = _myst_blocks(token, tuple(t for _, t in path), mdx=mdx)
+            if directive is None:
+                add(BlockKind.CODE, _code_text(token))
+            else:
+                blocks.extend(directive)
         elif token.type == "table_open":
             add(BlockKind.TABLE, _markdown_table(tokens[index : end + 1]))
         elif token.type == "html_block":
@@ -581,6 +644,81 @@ for _sphinx_name in ("code-block", "sourcecode"):
     if directives._directives.get(_sphinx_name) is None:
         directives.register_directive(_sphinx_name, CodeBlock)
 
+# Sphinx and its extensions add directives plain docutils doesn't know (`.. tab::`, `.. versionadded::`,
+# `.. option::`, `.. toctree::`, a project's own `.. pip-command-usage::`). Unknown, docutils turns each into an error
+# node holding the directive's source, so `python -m pip wheel` inside a tab was indexed as a raw ".. tab::" block
+# after the words "Unknown directive type". Docutils has no catch-all hook, so every directive name a file uses that
+# docutils lacks is registered before it is parsed, as one of three stand-ins: its body parsed as reStructuredText
+# (tabs, admonitions and the like, with a title argument kept as a label), a Sphinx version note ("New in version
+# 22.3: ..."), or nothing (a table of contents, an include, generated API docs: content Citewise can't produce).
+_RST_DIRECTIVE = re.compile(r"^[ \t]*\.\.[ \t]+([A-Za-z][\w:.+-]*)[ \t]*::", re.MULTILINE)
+_RST_SKIPPED = frozenset(
+    {"toctree", "autosummary", "literalinclude", "include", "index", "highlight", "currentmodule", "tabularcolumns"}
+    | {"sectionauthor", "codeauthor", "moduleauthor", "graphviz", "mermaid", "plantuml", "uml", "jupyter-execute"}
+)
+_RST_VERSIONS = {
+    "versionadded": "New in version",
+    "versionchanged": "Changed in version",
+    "deprecated": "Deprecated since version",
+    "versionremoved": "Removed in version",
+}
+# Object descriptions: the argument is a signature (an option, a variable, a function), code-like and worth keeping.
+_RST_SIGNATURES = frozenset(
+    {"option", "cmdoption", "envvar", "confval", "program", "describe", "object", "function", "class", "method"}
+    | {"attribute", "data", "exception", "module", "decorator", "setting"}
+)
+
+
+class _AnyOptions(dict):
+    """An option spec that takes any option: a stand-in doesn't know its directive's options, and must not fail."""
+
+    def __missing__(self, key: str) -> Any:
+        return directives.unchanged
+
+    def __bool__(self) -> bool:  # docutils reads options only when the spec is truthy
+        return True
+
+
+class _StandIn(Directive):
+    """A directive docutils doesn't know (see `_RST_DIRECTIVE`): its body parsed as reStructuredText."""
+
+    optional_arguments = 1
+    final_argument_whitespace = True
+    option_spec = _AnyOptions()
+    has_content = True
+
+    def run(self) -> list[Any]:
+        name = self.name.lower()
+        base = name.rsplit(":", 1)[-1]
+        if name in _RST_SKIPPED or base.startswith("auto"):
+            return []
+        argument = " ".join(self.arguments).strip()
+        body = nodes.container()
+        if self.content:
+            self.state.nested_parse(self.content, self.content_offset, body)
+        if not body.children and base not in _RST_VERSIONS and base not in _RST_SIGNATURES and ":" not in name:
+            return []  # nothing of its own to show: a tab whose body Sphinx would generate, a project's own directive
+        if base in _RST_VERSIONS:
+            label = f"{_RST_VERSIONS[base]} {argument}".strip()
+            if body.children and isinstance(body[0], nodes.paragraph):
+                body[0].insert(0, nodes.Text(f"{label}: "))
+            else:
+                body.insert(0, nodes.paragraph(text=f"{label}."))
+        elif argument and (base in _RST_SIGNATURES or ":" in name):
+            body.insert(0, nodes.paragraph("", "", nodes.literal(text=argument)))
+        elif argument:  # a tab's or a card's title: the label above its body
+            body.insert(0, nodes.paragraph("", "", nodes.strong(text=argument)))
+        return [body] if body.children else []
+
+
+def _register_stand_ins(text: str) -> None:
+    """Register `_StandIn` for each directive `text` uses that docutils doesn't know (registered ones are kept)."""
+    for name in set(_RST_DIRECTIVE.findall(text)):
+        key = name.lower()
+        if key not in directives._directive_registry and key not in directives._directives:
+            directives.register_directive(key, _StandIn)
+
+
 _RST_SETTINGS = {
     "report_level": 5,  # parser complaints go nowhere: a sloppy file still yields its text
     "halt_level": 5,
@@ -593,6 +731,7 @@ _RST_SETTINGS = {
 
 def parse_rst(text: str, *, source: str, filename: str) -> ParsedDocument:
     """reStructuredText → document, walking the docutils doctree."""
+    _register_stand_ins(text)
     doctree = publish_doctree(text, settings_overrides=_RST_SETTINGS)
     title = str(doctree.get("title", "")).strip()
     metadata: dict[str, Any] = {}
@@ -645,10 +784,49 @@ def _rst_walk(node: Any, headings: tuple[str, ...], blocks: list[Block]) -> None
                 blocks.append(Block(kind=BlockKind.TABLE, text=table, headings=headings))
         elif isinstance(child, containers):
             _rst_walk(child, headings, blocks)  # a note's literal block is still a CODE block
+        elif isinstance(child, nodes.bullet_list | nodes.enumerated_list) and any(
+            True for _ in child.findall(nodes.literal_block)
+        ):
+            _rst_list(child, headings, blocks)
         else:
             text = _rst_text(child).strip()
             if _WORD.search(text):
                 blocks.append(Block(text=text, headings=headings))
+
+
+def _rst_list(node: Any, headings: tuple[str, ...], blocks: list[Block]) -> None:
+    """A list that holds code, as the markdown path carves one: each item's text as TEXT (its marker on the first),
+    each code block inside it as its own CODE block, in reading order, so no command ends up inside a paragraph."""
+    for number, item in enumerate(node.children, node.get("start", 1)):
+        marker = ("-" if isinstance(node, nodes.bullet_list) else f"{number}.") + " "
+        for kind, text in _rst_item_parts(item):
+            if kind == BlockKind.CODE:
+                blocks.append(Block(kind=kind, text=text, headings=headings))
+            elif _WORD.search(text):
+                blocks.append(Block(text=marker + text, headings=headings))
+                marker = ""
+
+
+def _rst_item_parts(parent: Any) -> list[tuple[BlockKind, str]]:
+    """A list item's content in reading order: runs of text joined, each code block on its own."""
+    parts: list[tuple[BlockKind, str]] = []
+    for child in parent.children:
+        if isinstance(child, nodes.system_message | nodes.comment | nodes.target):
+            continue
+        if isinstance(child, nodes.literal_block | nodes.doctest_block):
+            parts.append((BlockKind.CODE, _rst_code(child)))
+            continue
+        inner = (
+            _rst_item_parts(child)
+            if isinstance(child, nodes.container | nodes.Admonition | nodes.block_quote | nodes.compound)
+            else [(BlockKind.TEXT, _rst_text(child).strip())]
+        )
+        for kind, text in inner:
+            if kind == BlockKind.TEXT and parts and parts[-1][0] == BlockKind.TEXT:
+                parts[-1] = (kind, f"{parts[-1][1]}\n{text}".strip())
+            elif text:
+                parts.append((kind, text))
+    return parts
 
 
 def _rst_code(node: Any) -> str:
@@ -691,12 +869,12 @@ def _rst_text(node: Any) -> str:
         items = []
         for number, item in enumerate(node.children, node.get("start", 1)):
             marker = "-" if isinstance(node, nodes.bullet_list) else f"{number}."
-            body = "\n".join(_rst_text(part) for part in item.children)
+            body = "\n".join(_rst_text(p) for p in item.children if not isinstance(p, nodes.system_message))
             items.append(f"{marker} " + body.replace("\n", "\n" + " " * (len(marker) + 1)))
         return "\n".join(items)
     if isinstance(node, nodes.definition_list_item | nodes.field):
         term = _rst_inline(node[0])
-        body = "\n".join(_rst_text(part) for part in node[-1].children)
+        body = "\n".join(_rst_text(p) for p in node[-1].children if not isinstance(p, nodes.system_message))
         return f"{term}\n  " + body.replace("\n", "\n  ")
     if isinstance(node, nodes.Element) and any(isinstance(c, nodes.Element) for c in node.children):
         return "\n".join(_rst_text(c) for c in node.children if not isinstance(c, nodes.system_message))
