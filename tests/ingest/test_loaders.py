@@ -373,6 +373,18 @@ def test_myst_directive_fences_are_read_as_their_content():
     assert all(b.headings == ("Cache",) for b in doc.blocks)
 
 
+def test_myst_roles_read_as_sphinx_renders_them_and_code_spans_are_left_alone():
+    text = (
+        "Reads {file}`/etc/orbitron.conf`, then {ref}`the queue guide <queues>` and {pep}`440`; "
+        "`DELETE /api/documents/{id}` and `0x${string}` are code.\n"
+    )
+    doc = parse_markdown(text, source="s", filename="roles.md")
+    assert [b.text for b in doc.blocks] == [
+        "Reads `/etc/orbitron.conf`, then the queue guide and PEP 440; "
+        "`DELETE /api/documents/{id}` and `0x${string}` are code."
+    ]
+
+
 def test_rst_docinfo_gives_date_and_metadata():
     text = "=====\nTitle\n=====\n\n:Author: Mira Kovalenko\n:Date: 2024-02-03\n:Audience: operators\n\nBody text.\n"
     doc = parse_rst(text, source="s", filename="t.rst")

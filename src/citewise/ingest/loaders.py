@@ -256,6 +256,38 @@ def parse_markdown(text: str, *, source: str, filename: str, mdx: bool = False) 
     return ParsedDocument(source=source, filename=filename, blocks=blocks, outline=outline, **fields)
 
 
+# A MyST role in running text, {role}`content`: {file}`~/.cache/pip`, {ref}`text <target>`, {pep}`440`. Read as
+# Sphinx renders it: the content as code (the RST path reads an unknown :role:`x` the same way), a cross-reference's
+# text alone, a PEP or RFC by its name. `${name}` (a template literal) is not a role.
+_MYST_ROLE = re.compile(r"(?<![\w$])\{([a-z][\w:+-]*)\}$")  # the role's name, just before a code span
+_MYST_NAMED = {"pep": "PEP", "rfc": "RFC"}
+
+
+def _myst_roles(text: str) -> str:
+    """`text` with each MyST role read as its words; code spans are found first, so `GET /docs/{id}` stays code."""
+    out, last = [], 0
+    for span in _CODE_SPAN.finditer(text):
+        before = text[last : span.start()]
+        role = _MYST_ROLE.search(before) if len(span.group(1)) == 1 else None
+        if role is None:
+            out.append(text[last : span.end()])
+        else:
+            out.append(before[: role.start()] + _myst_role(role.group(1), span.group(0)[1:-1]))
+        last = span.end()
+    out.append(text[last:])
+    return "".join(out)
+
+
+def _myst_role(name: str, content: str) -> str:
+    role = name.rsplit(":", 1)[-1]
+    labelled = re.fullmatch(r"(.+?)\s*<[^<>]+>", content)
+    if labelled:  # {ref}`Hash-checking mode <hash-checking-mode>`: the words the reader sees
+        return labelled.group(1)
+    if role in _MYST_NAMED:
+        return f"{_MYST_NAMED[role]} {content}"
+    return f"`{content}`"
+
+
 def _unescape_markdown(text: str) -> str:
     """Drop backslash escapes outside code spans: an identifier must read `max_retries`, not `max\\_retries`."""
     out, last = [], 0
@@ -393,7 +425,7 @@ def _markdown_blocks(
 
     def add(kind: BlockKind, text: str) -> None:
         if kind == BlockKind.TEXT:
-            text = _unescape_markdown(textwrap.dedent(text)).strip()
+            text = _unescape_markdown(_myst_roles(textwrap.dedent(text))).strip()
             if not _WORD.search(text):  # leftover markup ("---", a lone ">") says nothing
                 return
         if text.strip():
