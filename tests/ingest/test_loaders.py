@@ -340,7 +340,7 @@ def test_rst_sphinx_directives_keep_their_content_and_never_index_parser_errors(
     assert [(b.kind, b.text) for b in doc.blocks] == [
         (BlockKind.TEXT, "**Unix/macOS**"),
         (BlockKind.CODE, "```shell\npython -m orbitron up\n```"),
-        (BlockKind.TEXT, "1. Start the daemon\n**Windows**"),  # a list's code is its own CODE block
+        (BlockKind.TEXT, "1. Start the daemon\n   **Windows**"),  # a list's code is its own CODE block
         (BlockKind.CODE, "```shell\npy -m orbitron up\n```"),
         (BlockKind.TEXT, "Then check it."),
         (BlockKind.TEXT, "New in version 2.3: The `--python` option."),
@@ -349,6 +349,35 @@ def test_rst_sphinx_directives_keep_their_content_and_never_index_parser_errors(
         (BlockKind.TEXT, "Install into the user site."),
     ]
     assert all(b.headings == ("Install",) for b in doc.blocks)
+
+
+def test_rst_stand_ins_follow_sphinx_and_leave_docutils_own_directives_alone():
+    text = (
+        ".. rst-class:: lead\n\n   Lead paragraph.\n\n"  # docutils' own `class`, under its English alias
+        ".. versionchanged:: 2.0\n   Accepts ``--python`` now.\n\n"
+        ".. seealso:: The ``zipfile`` module.\n\n"
+        ".. py:currentmodule:: orbitron.queue\n\n"
+        ".. only:: latex\n\n   Printed edition only.\n\n"
+        ".. only:: html\n\n   Web edition.\n\n"
+        ".. code-block:: python\n   :caption: setup.py\n   :linenos:\n   :emphasize-lines: 1\n\n   import orbitron\n\n"
+        "- top\n\n  - sub::\n\n      orbitron sub\n"
+    )
+    doc = parse_rst(text, source="s", filename="sphinx.rst")
+    assert [(b.kind, b.text) for b in doc.blocks] == [
+        (BlockKind.TEXT, "Lead paragraph."),
+        (BlockKind.TEXT, "Changed in version 2.0: Accepts `--python` now."),
+        (BlockKind.TEXT, "The `zipfile` module."),
+        (BlockKind.TEXT, "Web edition."),
+        (BlockKind.CODE, "```python\nimport orbitron\n```"),  # Sphinx's code-block options no longer drop it
+        (BlockKind.TEXT, "- top\n  - sub:"),
+        (BlockKind.CODE, "```\norbitron sub\n```"),
+    ]
+    # The stand-ins exist only while Citewise parses: docutils itself still reports an unknown directive.
+    from docutils.core import publish_doctree
+    from docutils.nodes import system_message
+
+    tree = publish_doctree(".. tab:: Unix\n\n   Text.\n", settings_overrides={"report_level": 5})
+    assert any(True for _ in tree.findall(system_message))
 
 
 def test_myst_directive_fences_are_read_as_their_content():
@@ -373,14 +402,33 @@ def test_myst_directive_fences_are_read_as_their_content():
     assert all(b.headings == ("Cache",) for b in doc.blocks)
 
 
+def test_myst_directives_inside_lists_eval_rst_fields_and_one_line_directives():
+    text = (
+        "# Guide\n\n"
+        "- Step one\n\n  ```{note}\n  Mind the queue.\n  ```\n\n"
+        "```{eval-rst}\n:param name: the queue's name\n```\n\n"
+        "```{seealso} [Queues](queues.md)\n```\n\n"
+        "```{python}\nimport orbitron\n```\n"
+    )
+    doc = parse_markdown(text, source="s", filename="guide.md")
+    assert [(b.kind, b.text) for b in doc.blocks] == [
+        (BlockKind.TEXT, "- Step one"),
+        (BlockKind.TEXT, "Mind the queue."),
+        (BlockKind.TEXT, "param name\n  the queue's name"),
+        (BlockKind.TEXT, "[Queues](queues.md)"),
+        (BlockKind.CODE, "```python\nimport orbitron\n```"),
+    ]
+
+
 def test_myst_roles_read_as_sphinx_renders_them_and_code_spans_are_left_alone():
     text = (
-        "Reads {file}`/etc/orbitron.conf`, then {ref}`the queue guide <queues>` and {pep}`440`; "
+        "Reads {file}`/etc/orbitron.conf`, then {ref}`the queue guide <queues>` and {pep}`440`; run "
+        "{samp}`orbitron add <queue>`; "
         "`DELETE /api/documents/{id}` and `0x${string}` are code.\n"
     )
     doc = parse_markdown(text, source="s", filename="roles.md")
     assert [b.text for b in doc.blocks] == [
-        "Reads `/etc/orbitron.conf`, then the queue guide and PEP 440; "
+        "Reads `/etc/orbitron.conf`, then the queue guide and PEP 440; run `orbitron add <queue>`; "
         "`DELETE /api/documents/{id}` and `0x${string}` are code."
     ]
 

@@ -17,6 +17,7 @@ module of its own (plaintext.py), so what parses only plain text (the selected-t
 
 from __future__ import annotations
 
+import contextvars
 import copy
 import functools
 import io
@@ -261,6 +262,11 @@ def parse_markdown(text: str, *, source: str, filename: str, mdx: bool = False) 
 # text alone, a PEP or RFC by its name. `${name}` (a template literal) is not a role.
 _MYST_ROLE = re.compile(r"(?<![\w$])\{([a-z][\w:+-]*)\}$")  # the role's name, just before a code span
 _MYST_NAMED = {"pep": "PEP", "rfc": "RFC"}
+# Cross-reference roles: `text <target>` shows the text. Any other role keeps its content whole ({samp}`pip <pkg>`).
+_MYST_XREF = frozenset(
+    {"ref", "doc", "term", "any", "numref", "keyword", "download", "func", "meth", "class", "mod", "attr", "data"}
+    | {"exc", "obj", "const", "option", "envvar", "external"}
+)
 
 
 def _myst_roles(text: str) -> str:
@@ -281,7 +287,7 @@ def _myst_roles(text: str) -> str:
 def _myst_role(name: str, content: str) -> str:
     role = name.rsplit(":", 1)[-1]
     labelled = re.fullmatch(r"(.+?)\s*<[^<>]+>", content)
-    if labelled:  # {ref}`Hash-checking mode <hash-checking-mode>`: the words the reader sees
+    if labelled and (role in _MYST_XREF or ":" in name):  # {ref}`Hash-checking mode <hash-mode>`: the words shown
         return labelled.group(1)
     if role in _MYST_NAMED:
         return f"{_MYST_NAMED[role]} {content}"
@@ -302,7 +308,7 @@ def _unescape_markdown(text: str) -> str:
 def _inline_plain(token: Token, md: MarkdownIt, env: dict) -> str:
     # `env` carries the document's link reference definitions, so `[text][ref]` reads as it would in one pass.
     children: list[Token] = []
-    md.inline.parse(token.content, md, env, children)
+    md.inline.parse(_myst_roles(token.content), md, env, children)
     parts = []
     for child in children:
         if child.type in ("text", "text_special", "code_inline"):  # text_special: a backslash escape's character
@@ -332,7 +338,7 @@ def _markdown_table(tokens: Sequence[Token]) -> str:
         if token.type == "tr_open":
             rows.append([])
         elif token.type == "inline" and rows:
-            rows[-1].append(_unescape_markdown(token.content).strip())
+            rows[-1].append(_unescape_markdown(_myst_roles(token.content)).strip())
     return _pipe_table(rows) if rows else ""
 
 
@@ -359,6 +365,7 @@ _MYST_BODY = frozenset(
     | {"only", "topic", "sidebar", "margin", "epigraph", "glossary", "div", "container", "rubric"}
 )
 _MYST_OPTION = re.compile(r"^:[\w-]+:.*$")
+_CELL_LANGUAGES = frozenset({"python", "r", "julia", "bash", "sh", "sql", "ojs", "javascript", "js"})
 
 
 def _myst_directive(token: Token) -> tuple[str, str, str] | None:
@@ -379,7 +386,9 @@ def _code_text(token: Token) -> str:
     directive = _myst_directive(token)
     if directive is not None:  # ```{code-block} python: the argument is the language; an unknown name is none
         name, argument, body = directive
-        return _fenced(body, argument.split()[0] if name in _MYST_CODE and argument else "")
+        if name in _MYST_CODE:
+            return _fenced(body, argument.split()[0] if argument else "")
+        return _fenced(body, name if name in _CELL_LANGUAGES else "")  # Quarto's and Jupytext's ```{python}
     language = token.info.split()[0] if token.type == "fence" and token.info.strip() else ""
     return _fenced(token.content, language)
 
@@ -391,10 +400,10 @@ def _myst_blocks(token: Token, headings: tuple[str, ...], *, mdx: bool) -> list[
         return None
     name, argument, body = directive
     base = name.rsplit(":", 1)[-1]
-    if base in _RST_SKIPPED or base.startswith("auto"):
+    if name in _RST_SKIPPED or base in _RST_SKIPPED or base.startswith("auto"):
         return []
     if name == "eval-rst":
-        inner = parse_rst(body, source="", filename="").blocks
+        inner = parse_rst(body, source="", filename="", fragment=True).blocks
     elif base in _MYST_BODY or base in _RST_VERSIONS:
         inner = _markdown_blocks(body, mdx=mdx)[0]
     else:
@@ -406,8 +415,12 @@ def _myst_blocks(token: Token, headings: tuple[str, ...], *, mdx: bool) -> list[
             inner[0] = inner[0].model_copy(update={"text": f"{label}: {inner[0].text}"})
         else:
             inner.insert(0, Block(text=f"{label}.", headings=headings))
+    elif argument and base in _RST_CONDITIONS:
+        pass
     elif argument and inner:
         inner.insert(0, Block(text=f"**{argument}**", headings=headings))
+    elif argument and base in _RST_PROSE:  # ```{seealso} [pip install](install.md) with no body
+        inner.append(Block(text=_unescape_markdown(_myst_roles(argument)), headings=headings))
     return inner
 
 
@@ -471,7 +484,11 @@ def _markdown_blocks(
                         add(BlockKind.TABLE, _markdown_table(tokens[inner : table_end + 1]))
                         inner = table_end
                     else:
-                        add(BlockKind.CODE, _code_text(nested))
+                        directive = _myst_blocks(nested, tuple(t for _, t in path), mdx=mdx)
+                        if directive is None:
+                            add(BlockKind.CODE, _code_text(nested))
+                        else:
+                            blocks.extend(directive)
                     cursor = nested.map[1]
                 inner += 1
             add(BlockKind.TEXT, "\n".join(lines[cursor:stop]))
@@ -670,37 +687,6 @@ def _parse_pdf(data: bytes, *, source: str, filename: str) -> ParsedDocument:
 
 
 # -- reStructuredText --------------------------------------------------------------------------------------------
-# Sphinx spells docutils' `code` directive `code-block`; unregistered, its code would vanish into an error node.
-# (Checked first so a Sphinx running in the same process keeps its own directive.)
-for _sphinx_name in ("code-block", "sourcecode"):
-    if directives._directives.get(_sphinx_name) is None:
-        directives.register_directive(_sphinx_name, CodeBlock)
-
-# Sphinx and its extensions add directives plain docutils doesn't know (`.. tab::`, `.. versionadded::`,
-# `.. option::`, `.. toctree::`, a project's own `.. pip-command-usage::`). Unknown, docutils turns each into an error
-# node holding the directive's source, so `python -m pip wheel` inside a tab was indexed as a raw ".. tab::" block
-# after the words "Unknown directive type". Docutils has no catch-all hook, so every directive name a file uses that
-# docutils lacks is registered before it is parsed, as one of three stand-ins: its body parsed as reStructuredText
-# (tabs, admonitions and the like, with a title argument kept as a label), a Sphinx version note ("New in version
-# 22.3: ..."), or nothing (a table of contents, an include, generated API docs: content Citewise can't produce).
-_RST_DIRECTIVE = re.compile(r"^[ \t]*\.\.[ \t]+([A-Za-z][\w:.+-]*)[ \t]*::", re.MULTILINE)
-_RST_SKIPPED = frozenset(
-    {"toctree", "autosummary", "literalinclude", "include", "index", "highlight", "currentmodule", "tabularcolumns"}
-    | {"sectionauthor", "codeauthor", "moduleauthor", "graphviz", "mermaid", "plantuml", "uml", "jupyter-execute"}
-)
-_RST_VERSIONS = {
-    "versionadded": "New in version",
-    "versionchanged": "Changed in version",
-    "deprecated": "Deprecated since version",
-    "versionremoved": "Removed in version",
-}
-# Object descriptions: the argument is a signature (an option, a variable, a function), code-like and worth keeping.
-_RST_SIGNATURES = frozenset(
-    {"option", "cmdoption", "envvar", "confval", "program", "describe", "object", "function", "class", "method"}
-    | {"attribute", "data", "exception", "module", "decorator", "setting"}
-)
-
-
 class _AnyOptions(dict):
     """An option spec that takes any option: a stand-in doesn't know its directive's options, and must not fail."""
 
@@ -711,8 +697,56 @@ class _AnyOptions(dict):
         return True
 
 
+class _SphinxCodeBlock(CodeBlock):
+    """docutils' `code` under Sphinx's names, taking Sphinx's options too (`:caption:`, `:linenos:`,
+    `:emphasize-lines:`): with docutils' own option list, one of them dropped the whole block."""
+
+    option_spec = _AnyOptions(CodeBlock.option_spec)
+
+
+# Sphinx spells docutils' `code` directive `code-block`; unregistered, its code would vanish into an error node.
+# (Checked first so a Sphinx running in the same process keeps its own directive.)
+for _sphinx_name in ("code-block", "sourcecode"):
+    if directives._directives.get(_sphinx_name) is None:
+        directives.register_directive(_sphinx_name, _SphinxCodeBlock)
+
+# Sphinx and its extensions add directives plain docutils doesn't know (`.. tab::`, `.. versionadded::`,
+# `.. option::`, `.. toctree::`, a project's own `.. pip-command-usage::`). Unknown, docutils turns each into an error
+# node holding the directive's source, so `python -m pip wheel` inside a tab was indexed as a raw ".. tab::" block
+# after the words "Unknown directive type". Docutils has no catch-all hook, so its directive lookup is wrapped: while
+# Citewise parses (a context variable, so another docutils user in the process and other threads see docutils as it
+# is), a name docutils resolves to nothing gets a stand-in: its body parsed as reStructuredText (tabs, admonitions and
+# the like, a title argument kept as a label), a Sphinx version note ("New in version 22.3: ..."), or nothing (a
+# table of contents, an include, generated API docs: content Citewise can't produce). Nothing is registered, so the
+# registry doesn't grow with the names files use.
+_RST_SKIPPED = frozenset(
+    {"toctree", "autosummary", "literalinclude", "include", "index", "highlight", "currentmodule", "tabularcolumns"}
+    | {"sectionauthor", "codeauthor", "moduleauthor", "graphviz", "mermaid", "plantuml", "uml", "jupyter-execute"}
+    | {"module", "default-domain", "program", "inheritance-diagram", "automodule"}
+)
+_RST_VERSIONS = {
+    "versionadded": "New in version",
+    "versionchanged": "Changed in version",
+    "deprecated": "Deprecated since version",
+    "versionremoved": "Removed in version",
+}
+# Object descriptions: the argument is a signature (an option, a variable, a function), code-like and worth keeping.
+_RST_SIGNATURES = frozenset(
+    {"option", "cmdoption", "envvar", "confval", "describe", "object", "function", "class", "method", "attribute"}
+    | {"data", "exception", "decorator", "setting", "property"}
+)
+# Directives whose argument is prose to show even without a body (`.. seealso:: The zipfile module.`).
+_RST_PROSE = frozenset(
+    {"seealso", "todo", "rubric", "centered", "tab", "tab-item", "group-tab", "code-tab", "dropdown", "card"}
+    | {"grid-item-card", "admonition", "hlist", "glossary"}
+)
+_RST_CONDITIONS = frozenset({"only", "ifconfig"})  # the argument is a build condition, not text
+_RST_OTHER_BUILDERS = re.compile(r"\b(latex|man|texinfo|epub|text|xml|pdf)\b")
+_STAND_INS: contextvars.ContextVar[bool] = contextvars.ContextVar("citewise_rst_stand_ins", default=False)
+
+
 class _StandIn(Directive):
-    """A directive docutils doesn't know (see `_RST_DIRECTIVE`): its body parsed as reStructuredText."""
+    """A directive docutils doesn't know: its body parsed as reStructuredText, its argument shown as fits its kind."""
 
     optional_arguments = 1
     final_argument_whitespace = True
@@ -722,33 +756,65 @@ class _StandIn(Directive):
     def run(self) -> list[Any]:
         name = self.name.lower()
         base = name.rsplit(":", 1)[-1]
-        if name in _RST_SKIPPED or base.startswith("auto"):
+        if name in _RST_SKIPPED or base in _RST_SKIPPED or base.startswith("auto"):
             return []
         argument = " ".join(self.arguments).strip()
+        if base == "only" and "html" not in argument and _RST_OTHER_BUILDERS.search(argument):
+            return []  # the same text for another builder (an html twin usually sits beside it)
         body = nodes.container()
         if self.content:
             self.state.nested_parse(self.content, self.content_offset, body)
-        if not body.children and base not in _RST_VERSIONS and base not in _RST_SIGNATURES and ":" not in name:
-            return []  # nothing of its own to show: a tab whose body Sphinx would generate, a project's own directive
-        if base in _RST_VERSIONS:
-            label = f"{_RST_VERSIONS[base]} {argument}".strip()
-            if body.children and isinstance(body[0], nodes.paragraph):
-                body[0].insert(0, nodes.Text(f"{label}: "))
-            else:
-                body.insert(0, nodes.paragraph(text=f"{label}."))
-        elif argument and (base in _RST_SIGNATURES or ":" in name):
+        if not argument or base in _RST_CONDITIONS:
+            pass
+        elif base in _RST_SIGNATURES or ":" in name:
             body.insert(0, nodes.paragraph("", "", nodes.literal(text=argument)))
-        elif argument:  # a tab's or a card's title: the label above its body
+        elif body.children:  # a tab's or a card's title: the label above its body
             body.insert(0, nodes.paragraph("", "", nodes.strong(text=argument)))
+        elif base in _RST_PROSE:
+            inline, _ = self.state.inline_text(argument, self.lineno)
+            body.insert(0, nodes.paragraph("", "", *inline))
+        # else: a project's own directive with only an argument (`.. pip-command-usage:: wheel`): its output is
+        # generated by code Citewise can't run, and the argument alone says nothing
         return [body] if body.children else []
 
 
-def _register_stand_ins(text: str) -> None:
-    """Register `_StandIn` for each directive `text` uses that docutils doesn't know (registered ones are kept)."""
-    for name in set(_RST_DIRECTIVE.findall(text)):
-        key = name.lower()
-        if key not in directives._directive_registry and key not in directives._directives:
-            directives.register_directive(key, _StandIn)
+class _VersionNote(Directive):
+    """Sphinx's versionadded / versionchanged / deprecated / versionremoved: "Changed in version 2.0: <text>"."""
+
+    required_arguments = 1
+    optional_arguments = 1
+    final_argument_whitespace = True
+    option_spec = _AnyOptions()
+    has_content = True
+
+    def run(self) -> list[Any]:
+        label = f"{_RST_VERSIONS[self.name.lower().rsplit(':', 1)[-1]]} {self.arguments[0]}"
+        body = nodes.container()
+        if self.content:
+            self.state.nested_parse(self.content, self.content_offset, body)
+        if len(self.arguments) > 1:  # the note's text on the directive's lines
+            inline, _ = self.state.inline_text(self.arguments[1], self.lineno)
+            body.insert(0, nodes.paragraph("", "", nodes.Text(f"{label}: "), *inline))
+        elif body.children and isinstance(body[0], nodes.paragraph):
+            body[0].insert(0, nodes.Text(f"{label}: "))
+        else:
+            body.insert(0, nodes.paragraph(text=f"{label}."))
+        return [body]
+
+
+_docutils_directive = getattr(directives.directive, "__wrapped__", directives.directive)
+
+
+@functools.wraps(_docutils_directive)
+def _directive_or_stand_in(directive_name: str, language_module: Any, document: Any) -> tuple[Any, list[Any]]:
+    found, messages = _docutils_directive(directive_name, language_module, document)
+    if found is None and _STAND_INS.get():
+        base = directive_name.lower().rsplit(":", 1)[-1]
+        return (_VersionNote if base in _RST_VERSIONS else _StandIn), []
+    return found, messages
+
+
+directives.directive = _directive_or_stand_in
 
 
 _RST_SETTINGS = {
@@ -761,10 +827,15 @@ _RST_SETTINGS = {
 }
 
 
-def parse_rst(text: str, *, source: str, filename: str) -> ParsedDocument:
-    """reStructuredText → document, walking the docutils doctree."""
-    _register_stand_ins(text)
-    doctree = publish_doctree(text, settings_overrides=_RST_SETTINGS)
+def parse_rst(text: str, *, source: str, filename: str, fragment: bool = False) -> ParsedDocument:
+    """reStructuredText → document, walking the docutils doctree. A `fragment` (a MyST ```{eval-rst} block) has no
+    document title or docinfo: a leading field list or section title is content."""
+    overrides = {**_RST_SETTINGS, "docinfo_xform": False, "doctitle_xform": False} if fragment else _RST_SETTINGS
+    token = _STAND_INS.set(True)
+    try:
+        doctree = publish_doctree(text, settings_overrides=overrides)
+    finally:
+        _STAND_INS.reset(token)
     title = str(doctree.get("title", "")).strip()
     metadata: dict[str, Any] = {}
     doc_date = None
@@ -827,16 +898,22 @@ def _rst_walk(node: Any, headings: tuple[str, ...], blocks: list[Block]) -> None
 
 
 def _rst_list(node: Any, headings: tuple[str, ...], blocks: list[Block]) -> None:
-    """A list that holds code, as the markdown path carves one: each item's text as TEXT (its marker on the first),
+    """A list that holds code, as the markdown path carves one: the items' text as TEXT (markers and nesting kept),
     each code block inside it as its own CODE block, in reading order, so no command ends up inside a paragraph."""
+    for kind, text in _rst_list_parts(node):
+        if kind == BlockKind.CODE or _WORD.search(text):
+            blocks.append(Block(kind=kind, text=text, headings=headings))
+
+
+def _rst_list_parts(node: Any) -> list[tuple[BlockKind, str]]:
+    parts: list[tuple[BlockKind, str]] = []
     for number, item in enumerate(node.children, node.get("start", 1)):
         marker = ("-" if isinstance(node, nodes.bullet_list) else f"{number}.") + " "
         for kind, text in _rst_item_parts(item):
-            if kind == BlockKind.CODE:
-                blocks.append(Block(kind=kind, text=text, headings=headings))
-            elif _WORD.search(text):
-                blocks.append(Block(text=marker + text, headings=headings))
-                marker = ""
+            if kind == BlockKind.TEXT and marker:  # the item's first text carries its marker; its lines hang under it
+                text, marker = marker + text.replace("\n", "\n" + " " * len(marker)), ""
+            _add_part(parts, kind, text)
+    return parts
 
 
 def _rst_item_parts(parent: Any) -> list[tuple[BlockKind, str]]:
@@ -846,19 +923,23 @@ def _rst_item_parts(parent: Any) -> list[tuple[BlockKind, str]]:
         if isinstance(child, nodes.system_message | nodes.comment | nodes.target):
             continue
         if isinstance(child, nodes.literal_block | nodes.doctest_block):
-            parts.append((BlockKind.CODE, _rst_code(child)))
-            continue
-        inner = (
-            _rst_item_parts(child)
-            if isinstance(child, nodes.container | nodes.Admonition | nodes.block_quote | nodes.compound)
-            else [(BlockKind.TEXT, _rst_text(child).strip())]
-        )
+            inner = [(BlockKind.CODE, _rst_code(child))]
+        elif isinstance(child, nodes.container | nodes.Admonition | nodes.block_quote | nodes.compound):
+            inner = _rst_item_parts(child)
+        elif isinstance(child, nodes.bullet_list | nodes.enumerated_list):
+            inner = _rst_list_parts(child)
+        else:
+            inner = [(BlockKind.TEXT, _rst_text(child).strip())]
         for kind, text in inner:
-            if kind == BlockKind.TEXT and parts and parts[-1][0] == BlockKind.TEXT:
-                parts[-1] = (kind, f"{parts[-1][1]}\n{text}".strip())
-            elif text:
-                parts.append((kind, text))
+            _add_part(parts, kind, text)
     return parts
+
+
+def _add_part(parts: list[tuple[BlockKind, str]], kind: BlockKind, text: str) -> None:
+    if kind == BlockKind.TEXT and parts and parts[-1][0] == BlockKind.TEXT:
+        parts[-1] = (kind, f"{parts[-1][1]}\n{text}".strip())
+    elif text.strip():
+        parts.append((kind, text))
 
 
 def _rst_code(node: Any) -> str:
