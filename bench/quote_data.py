@@ -324,8 +324,8 @@ SETS: dict[str, QuestionSet] = {
             somnia_pages,
             SOMNIA_B,
             "judge",
-            "questions written from the other half of the Somnia pages by another writer: never fitted on, never "
-            "read when studying failures",
+            "questions written from the other half of the Somnia pages by another writer: never fitted on; its "
+            "wrong answers were listed once (2026-11-26) and nothing was changed from that reading",
             lambda: [SOMNIA_B, *_somnia_files()],
         ),
         _docs_set(
@@ -335,7 +335,8 @@ SETS: dict[str, QuestionSet] = {
             PIP,
             "judge",
             "questions a pip user asks of pip's own documentation (Debian's python3-pip copy, 57 pages): a product "
-            "nobody tuned on, never fitted on, never read when studying failures",
+            "nobody tuned on, never fitted on; its wrong answers, read once (2026-11-26), showed Sphinx and MyST "
+            "markup indexed as raw text, fixed in the loaders (a parser fix, not a quote-mode one)",
             lambda: [PIP, *_pip_files()],
         ),
         QuestionSet(

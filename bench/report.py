@@ -542,7 +542,9 @@ def quote_section(r: dict | None) -> list[str]:
         "decision sees; the model is fitted on the sets marked *fitted on* (each set weighing the same, each class "
         "inside a set weighing the same), its threshold chosen on them (best mean balanced accuracy with at most 10% "
         "of the answerable docs questions of the fitted sets refused, all together), and then **judged on the other "
-        "sets, which it never saw** (no failure of a judged set was read while building it). The questions are in "
+        "sets, which it never saw** (no failure of a judged set was read while building either model; somnia_b's and "
+        "pip_docs' wrong answers were listed once afterwards, and what that changed is in the set descriptions "
+        "below). The questions are in "
         "`bench/questions/` (and `docs/questions.jsonl`, `tests/fixtures/questions.jsonl`); what each set is built "
         "from, with a sha256 over its files: `bench/quote_sets.json`. In parentheses: quote mode as it was at "
         f"{r['before_commit']} (one cosine gate at 0.44 plus word coverage), run on the same questions and corpora.",
