@@ -420,6 +420,27 @@ def test_myst_directives_inside_lists_eval_rst_fields_and_one_line_directives():
     ]
 
 
+@pytest.mark.parametrize("mdx", [False, True])
+def test_colon_fence_admonitions_are_read_as_their_content(mdx):
+    # Docusaurus (:::note, :::tip[Title]) and MyST (:::{warning}) admonitions: the markers were indexed as text.
+    text = (
+        "# Guide\n\n:::note\nMind the `queue`.\n:::\n\n:::tip[Retries]\nBack off.\n:::\n\n"
+        "- Step one\n\n  :::{warning}\n  Hot.\n  :::\n\n"
+        "::::{tab-set}\n:::{tab-item} Unix\n```bash\norbitron up\n```\n:::\n::::\n"
+    )
+    doc = parse_markdown(text, source="s", filename="guide.mdx" if mdx else "guide.md", mdx=mdx)
+    assert [(b.kind, b.text) for b in doc.blocks] == [
+        (BlockKind.TEXT, "Mind the `queue`."),
+        (BlockKind.TEXT, "**Retries**"),
+        (BlockKind.TEXT, "Back off."),
+        (BlockKind.TEXT, "- Step one"),
+        (BlockKind.TEXT, "Hot."),
+        (BlockKind.TEXT, "**Unix**"),
+        (BlockKind.CODE, "```bash\norbitron up\n```"),
+    ]
+    assert all(b.headings == ("Guide",) for b in doc.blocks)
+
+
 def test_myst_roles_read_as_sphinx_renders_them_and_code_spans_are_left_alone():
     text = (
         "Reads {file}`/etc/orbitron.conf`, then {ref}`the queue guide <queues>` and {pep}`440`; run "

@@ -5,10 +5,12 @@ Each format goes through a maintained parser and comes out as the same thing: TE
 CODE blocks re-emitted as fenced blocks, TABLE blocks rendered as pipe tables, each under the heading path it sits
 in and, for PDFs, on its page.
 
-- Markdown / MDX: python-frontmatter for metadata, markdown-it-py's token stream for structure. TEXT blocks are
+- Markdown / MDX: python-frontmatter for metadata, markdown-it-py's token stream for structure (colon fences through
+  mdit-py-plugins; MyST and Docusaurus directives read as their content). TEXT blocks are
   sliced from the source lines via the tokens' line maps, so what gets indexed is what the author wrote.
 - HTML: trafilatura finds the main content and writes it as markdown, which then takes the markdown path.
-- PDF: pypdf, text per page. reStructuredText: docutils doctree. Plain text: paragraphs.
+- PDF: pypdf, text per page. reStructuredText: docutils doctree (Sphinx's directives through stand-ins). Plain text:
+  paragraphs.
 
 Every failure, including a parser's own exception, leaves `load_file` as an `IngestError` naming the file.
 trafilatura and pypdf are imported where they are used: together they take ~0.7 s to import. Plain text has a
@@ -36,6 +38,7 @@ from docutils.parsers.rst import Directive, directives
 from docutils.parsers.rst.directives.body import CodeBlock
 from markdown_it import MarkdownIt
 from markdown_it.token import Token
+from mdit_py_plugins.colon_fence import colon_fence_plugin
 
 from citewise.errors import IngestError
 from citewise.ingest.plaintext import normalize_newlines, paragraphs, parse_plain_text, prettify_stem
@@ -235,7 +238,9 @@ def _document_fields(meta: dict[str, Any]) -> dict[str, Any]:
 # -- markdown ----------------------------------------------------------------------------------------------------
 @functools.cache
 def _markdown_parser(*, mdx: bool) -> MarkdownIt:
-    md = MarkdownIt("commonmark").enable(["table", "strikethrough"])
+    # Colon fences: MyST's :::{note} and Docusaurus' :::note / :::tip[Title] admonitions (the markdown-it-py project's
+    # own plugin); without it their marker lines were indexed as text and quoted.
+    md = MarkdownIt("commonmark").enable(["table", "strikethrough"]).use(colon_fence_plugin)
     if mdx:
         md.disable("code")  # MDX has no indented code: component children are often indented prose
     # Block structure only: text is sliced from the source lines, so inline tokens are needed for headings alone,
@@ -365,21 +370,31 @@ _MYST_BODY = frozenset(
     | {"only", "topic", "sidebar", "margin", "epigraph", "glossary", "div", "container", "rubric"}
 )
 _MYST_OPTION = re.compile(r"^:[\w-]+:.*$")
+_COLON_FENCE = re.compile(r"^\{?([A-Za-z][\w:.+-]*)\}?(?:\[([^\]]*)\])?\s*(.*)$")
 _CELL_LANGUAGES = frozenset({"python", "r", "julia", "bash", "sh", "sql", "ojs", "javascript", "js"})
 
 
 def _myst_directive(token: Token) -> tuple[str, str, str] | None:
-    """(name, argument, body without its options) of a MyST directive fence; None for any other fence."""
-    match = _MYST_FENCE.match(token.info.strip()) if token.type == "fence" else None
-    if match is None:
-        return None
+    """(name, argument, body without its options) of a directive fence: a MyST ```{name} fence, or any colon fence
+    (:::{note} in MyST, :::note or :::tip[Title] in Docusaurus); None for any other fence."""
+    if token.type == "colon_fence":
+        match = _COLON_FENCE.match(token.info.strip())
+        if match is None:
+            return None
+        name, title, rest = match.groups()
+        argument = title if title is not None else rest
+    else:
+        match = _MYST_FENCE.match(token.info.strip()) if token.type == "fence" else None
+        if match is None:
+            return None
+        name, argument = match.groups()
     lines = token.content.split("\n")
     if lines and lines[0].strip() == "---":  # options as a YAML block
         close = next((i for i in range(1, len(lines)) if lines[i].strip() == "---"), 0)
         lines = lines[close + 1 :]
     while lines and _MYST_OPTION.match(lines[0].strip()):
         lines = lines[1:]
-    return match.group(1).lower(), match.group(2).strip(), "\n".join(lines).strip("\n")
+    return name.lower(), argument.strip(), "\n".join(lines).strip("\n")
 
 
 def _code_text(token: Token) -> str:
@@ -404,7 +419,7 @@ def _myst_blocks(token: Token, headings: tuple[str, ...], *, mdx: bool) -> list[
         return []
     if name == "eval-rst":
         inner = parse_rst(body, source="", filename="", fragment=True).blocks
-    elif base in _MYST_BODY or base in _RST_VERSIONS:
+    elif base in _MYST_BODY or base in _RST_VERSIONS or token.type == "colon_fence":  # a colon fence holds markdown
         inner = _markdown_blocks(body, mdx=mdx)[0]
     else:
         return None
@@ -460,12 +475,14 @@ def _markdown_blocks(
                     outline.append((level, text))
             if level == 1 and not first_h1:
                 first_h1 = text
-        elif token.type in ("fence", "code_block"):
+        elif token.type in ("fence", "code_block", "colon_fence"):
             directive = _myst_blocks(token, tuple(t for _, t in path), mdx=mdx)
-            if directive is None:
-                add(BlockKind.CODE, _code_text(token))
-            else:
+            if directive is not None:
                 blocks.extend(directive)
+            elif token.type == "colon_fence":  # no directive name: its lines are text
+                add(BlockKind.TEXT, token.content)
+            else:
+                add(BlockKind.CODE, _code_text(token))
         elif token.type == "table_open":
             add(BlockKind.TABLE, _markdown_table(tokens[index : end + 1]))
         elif token.type == "html_block":
@@ -477,7 +494,7 @@ def _markdown_blocks(
             inner = index + 1
             while inner < end:
                 nested = tokens[inner]
-                if nested.map and nested.type in ("fence", "code_block", "table_open"):
+                if nested.map and nested.type in ("fence", "code_block", "colon_fence", "table_open"):
                     add(BlockKind.TEXT, "\n".join(lines[cursor : nested.map[0]]))
                     if nested.type == "table_open":
                         table_end = _closing_index(tokens, inner)
@@ -485,10 +502,12 @@ def _markdown_blocks(
                         inner = table_end
                     else:
                         directive = _myst_blocks(nested, tuple(t for _, t in path), mdx=mdx)
-                        if directive is None:
-                            add(BlockKind.CODE, _code_text(nested))
-                        else:
+                        if directive is not None:
                             blocks.extend(directive)
+                        elif nested.type == "colon_fence":
+                            add(BlockKind.TEXT, nested.content)
+                        else:
+                            add(BlockKind.CODE, _code_text(nested))
                     cursor = nested.map[1]
                 inner += 1
             add(BlockKind.TEXT, "\n".join(lines[cursor:stop]))
