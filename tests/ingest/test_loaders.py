@@ -421,24 +421,44 @@ def test_myst_directives_inside_lists_eval_rst_fields_and_one_line_directives():
 
 
 @pytest.mark.parametrize("mdx", [False, True])
-def test_colon_fence_admonitions_are_read_as_their_content(mdx):
+def test_colon_fence_admonitions_lose_their_markers_and_keep_their_content(mdx):
     # Docusaurus (:::note, :::tip[Title]) and MyST (:::{warning}) admonitions: the markers were indexed as text.
     text = (
         "# Guide\n\n:::note\nMind the `queue`.\n:::\n\n:::tip[Retries]\nBack off.\n:::\n\n"
-        "- Step one\n\n  :::{warning}\n  Hot.\n  :::\n\n"
-        "::::{tab-set}\n:::{tab-item} Unix\n```bash\norbitron up\n```\n:::\n::::\n"
+        "::::{tab-set}\n:::{tab-item} Unix\n```bash\norbitron up\n```\n:::\n::::\n\n"
+        ":::{versionadded} 2.1\nThe `--python` option.\n:::\n\n"
+        ":::tip[Syntax]\n```md\n:::note\nShown as code.\n:::\n```\n:::\n\n"  # markers inside code are code
+        "::: not a fence, just prose\n"
     )
     doc = parse_markdown(text, source="s", filename="guide.mdx" if mdx else "guide.md", mdx=mdx)
     assert [(b.kind, b.text) for b in doc.blocks] == [
         (BlockKind.TEXT, "Mind the `queue`."),
-        (BlockKind.TEXT, "**Retries**"),
-        (BlockKind.TEXT, "Back off."),
-        (BlockKind.TEXT, "- Step one"),
-        (BlockKind.TEXT, "Hot."),
+        (BlockKind.TEXT, "**Retries**\nBack off."),
         (BlockKind.TEXT, "**Unix**"),
         (BlockKind.CODE, "```bash\norbitron up\n```"),
+        (BlockKind.TEXT, "New in version 2.1:\nThe `--python` option."),
+        (BlockKind.TEXT, "**Syntax**"),
+        (BlockKind.CODE, "```md\n:::note\nShown as code.\n:::\n```"),
+        (BlockKind.TEXT, "::: not a fence, just prose"),
     ]
     assert all(b.headings == ("Guide",) for b in doc.blocks)
+
+
+def test_colon_fences_never_swallow_the_page_or_its_headings():
+    # An unclosed or bare ':::' (a closing marker out-dented out of a list item) must not turn the rest of the page
+    # into one block, and headings inside an admonition keep their place in the outline.
+    text = (
+        "# A\n\n1. Install:\n   :::tip\n   Use a venv.\n:::\n\n## B\n\n```py\nx = 1\n```\n\n:::note\n## C\n\nText C\n"
+    )
+    doc = parse_markdown(text, source="s", filename="page.md")
+    assert [(b.kind, b.text, b.headings) for b in doc.blocks] == [
+        (BlockKind.TEXT, "1. Install:\n\n   Use a venv.", ("A",)),
+        (BlockKind.CODE, "```py\nx = 1\n```", ("A", "B")),
+        (BlockKind.TEXT, "Text C", ("A", "C")),
+    ]
+    assert doc.outline == [(1, "A"), (2, "B"), (2, "C")]
+    deep = ":::note\nx\n" * 10_000  # no recursion: deep or unclosed nesting is just lines
+    assert [b.text for b in parse_markdown(deep, source="s", filename="deep.md").blocks] == ["x"] * 10_000
 
 
 def test_myst_roles_read_as_sphinx_renders_them_and_code_spans_are_left_alone():

@@ -5,8 +5,8 @@ Each format goes through a maintained parser and comes out as the same thing: TE
 CODE blocks re-emitted as fenced blocks, TABLE blocks rendered as pipe tables, each under the heading path it sits
 in and, for PDFs, on its page.
 
-- Markdown / MDX: python-frontmatter for metadata, markdown-it-py's token stream for structure (colon fences through
-  mdit-py-plugins; MyST and Docusaurus directives read as their content). TEXT blocks are
+- Markdown / MDX: python-frontmatter for metadata, markdown-it-py's token stream for structure (MyST and Docusaurus
+  directives read as their content). TEXT blocks are
   sliced from the source lines via the tokens' line maps, so what gets indexed is what the author wrote.
 - HTML: trafilatura finds the main content and writes it as markdown, which then takes the markdown path.
 - PDF: pypdf, text per page. reStructuredText: docutils doctree (Sphinx's directives through stand-ins). Plain text:
@@ -38,7 +38,6 @@ from docutils.parsers.rst import Directive, directives
 from docutils.parsers.rst.directives.body import CodeBlock
 from markdown_it import MarkdownIt
 from markdown_it.token import Token
-from mdit_py_plugins.colon_fence import colon_fence_plugin
 
 from citewise.errors import IngestError
 from citewise.ingest.plaintext import normalize_newlines, paragraphs, parse_plain_text, prettify_stem
@@ -238,9 +237,7 @@ def _document_fields(meta: dict[str, Any]) -> dict[str, Any]:
 # -- markdown ----------------------------------------------------------------------------------------------------
 @functools.cache
 def _markdown_parser(*, mdx: bool) -> MarkdownIt:
-    # Colon fences: MyST's :::{note} and Docusaurus' :::note / :::tip[Title] admonitions (the markdown-it-py project's
-    # own plugin); without it their marker lines were indexed as text and quoted.
-    md = MarkdownIt("commonmark").enable(["table", "strikethrough"]).use(colon_fence_plugin)
+    md = MarkdownIt("commonmark").enable(["table", "strikethrough"])
     if mdx:
         md.disable("code")  # MDX has no indented code: component children are often indented prose
     # Block structure only: text is sliced from the source lines, so inline tokens are needed for headings alone,
@@ -255,6 +252,7 @@ def parse_markdown(text: str, *, source: str, filename: str, mdx: bool = False) 
     meta, body = _split_front_matter(normalize_newlines(text), filename)
     if mdx:
         body = _strip_mdx(body)
+    body = _colon_fences(body)
     outline: list[tuple[int, str]] = []
     blocks, first_h1 = _markdown_blocks(body, mdx=mdx, outline=outline)
     fields = _document_fields(meta)
@@ -370,31 +368,34 @@ _MYST_BODY = frozenset(
     | {"only", "topic", "sidebar", "margin", "epigraph", "glossary", "div", "container", "rubric"}
 )
 _MYST_OPTION = re.compile(r"^:[\w-]+:.*$")
-_COLON_FENCE = re.compile(r"^\{?([A-Za-z][\w:.+-]*)\}?(?:\[([^\]]*)\])?\s*(.*)$")
+# Colon fences: Docusaurus' admonitions (:::note, :::tip[Title], :::caution Title) and MyST's (:::{warning},
+# ::::{tab-set} around :::{tab-item} Unix). Only their marker lines are markup, so `_colon_fences` blanks them (a
+# title becomes a bold label on the same line) and leaves the body where it is: headings, code and tables inside
+# parse as they would anywhere, under the right heading path. (mdit-py-plugins' colon_fence parses a fence's body as
+# one opaque token: an unclosed ':::' swallowed the rest of the page, headings inside lost their place, and deep
+# nesting recursed.) A line is an opener only with a name Docusaurus or MyST gives one; lines inside code fences are
+# left alone.
+_COLON_OPEN = re.compile(
+    r"^(?P<indent>[ \t]*):{3,}[ \t]*(?:\{(?P<braced>[A-Za-z][\w:.+-]*)\}|(?P<name>[A-Za-z][\w-]*))"
+    r"(?:\[(?P<title>[^\]]*)\]|\{[^}]*\})?[ \t]*(?P<rest>.*)$"
+)
+_COLON_CLOSE = re.compile(r"^[ \t]*:{3,}[ \t]*$")
+_ADMONITIONS = frozenset({"note", "tip", "info", "warning", "danger", "caution", "important", "success", "secondary"})
 _CELL_LANGUAGES = frozenset({"python", "r", "julia", "bash", "sh", "sql", "ojs", "javascript", "js"})
 
 
 def _myst_directive(token: Token) -> tuple[str, str, str] | None:
-    """(name, argument, body without its options) of a directive fence: a MyST ```{name} fence, or any colon fence
-    (:::{note} in MyST, :::note or :::tip[Title] in Docusaurus); None for any other fence."""
-    if token.type == "colon_fence":
-        match = _COLON_FENCE.match(token.info.strip())
-        if match is None:
-            return None
-        name, title, rest = match.groups()
-        argument = title if title is not None else rest
-    else:
-        match = _MYST_FENCE.match(token.info.strip()) if token.type == "fence" else None
-        if match is None:
-            return None
-        name, argument = match.groups()
+    """(name, argument, body without its options) of a MyST directive fence; None for any other fence."""
+    match = _MYST_FENCE.match(token.info.strip()) if token.type == "fence" else None
+    if match is None:
+        return None
     lines = token.content.split("\n")
     if lines and lines[0].strip() == "---":  # options as a YAML block
         close = next((i for i in range(1, len(lines)) if lines[i].strip() == "---"), 0)
         lines = lines[close + 1 :]
     while lines and _MYST_OPTION.match(lines[0].strip()):
         lines = lines[1:]
-    return name.lower(), argument.strip(), "\n".join(lines).strip("\n")
+    return match.group(1).lower(), match.group(2).strip(), "\n".join(lines).strip("\n")
 
 
 def _code_text(token: Token) -> str:
@@ -408,6 +409,45 @@ def _code_text(token: Token) -> str:
     return _fenced(token.content, language)
 
 
+def _colon_fences(body: str) -> str:
+    """`body` with colon-fence marker lines blanked (a title kept as a bold label), line for line, so the parser's
+    line maps still point at the author's lines."""
+    if ":::" not in body:
+        return body
+    lines = body.split("\n")
+    fence: re.Pattern[str] | None = None  # the closing pattern of the code fence we are in
+    for index, line in enumerate(lines):
+        if fence is not None:
+            if fence.match(line):
+                fence = None
+            continue
+        opened = _FENCE_OPEN.match(line)
+        if opened:
+            marker = opened.group(1)
+            fence = re.compile(rf"^\s*{re.escape(marker[0])}{{{len(marker)},}}\s*$")
+            continue
+        if _COLON_CLOSE.match(line):
+            lines[index] = ""
+            continue
+        match = _COLON_OPEN.match(line)
+        if match is None:
+            continue
+        name = (match.group("braced") or match.group("name")).lower()
+        base = name.rsplit(":", 1)[-1]
+        known = match.group("braced") or name in _ADMONITIONS or base in _MYST_BODY or base in _RST_VERSIONS
+        if not known:
+            continue  # "::: not a fence": prose
+        title = (match.group("title") or match.group("rest") or "").strip()
+        if base in _RST_VERSIONS:
+            label = f"{_RST_VERSIONS[base]} {title}".strip() + ":"
+        elif base in _RST_CONDITIONS or not title:
+            label = ""
+        else:
+            label = f"**{title}**"
+        lines[index] = match.group("indent") + label if label else ""
+    return "\n".join(lines)
+
+
 def _myst_blocks(token: Token, headings: tuple[str, ...], *, mdx: bool) -> list[Block] | None:
     """The blocks a MyST directive fence stands for, under `headings`; None when it is code (or no directive)."""
     directive = _myst_directive(token)
@@ -419,7 +459,7 @@ def _myst_blocks(token: Token, headings: tuple[str, ...], *, mdx: bool) -> list[
         return []
     if name == "eval-rst":
         inner = parse_rst(body, source="", filename="", fragment=True).blocks
-    elif base in _MYST_BODY or base in _RST_VERSIONS or token.type == "colon_fence":  # a colon fence holds markdown
+    elif base in _MYST_BODY or base in _RST_VERSIONS:
         inner = _markdown_blocks(body, mdx=mdx)[0]
     else:
         return None
@@ -475,14 +515,12 @@ def _markdown_blocks(
                     outline.append((level, text))
             if level == 1 and not first_h1:
                 first_h1 = text
-        elif token.type in ("fence", "code_block", "colon_fence"):
+        elif token.type in ("fence", "code_block"):
             directive = _myst_blocks(token, tuple(t for _, t in path), mdx=mdx)
-            if directive is not None:
-                blocks.extend(directive)
-            elif token.type == "colon_fence":  # no directive name: its lines are text
-                add(BlockKind.TEXT, token.content)
-            else:
+            if directive is None:
                 add(BlockKind.CODE, _code_text(token))
+            else:
+                blocks.extend(directive)
         elif token.type == "table_open":
             add(BlockKind.TABLE, _markdown_table(tokens[index : end + 1]))
         elif token.type == "html_block":
@@ -494,7 +532,7 @@ def _markdown_blocks(
             inner = index + 1
             while inner < end:
                 nested = tokens[inner]
-                if nested.map and nested.type in ("fence", "code_block", "colon_fence", "table_open"):
+                if nested.map and nested.type in ("fence", "code_block", "table_open"):
                     add(BlockKind.TEXT, "\n".join(lines[cursor : nested.map[0]]))
                     if nested.type == "table_open":
                         table_end = _closing_index(tokens, inner)
@@ -502,12 +540,10 @@ def _markdown_blocks(
                         inner = table_end
                     else:
                         directive = _myst_blocks(nested, tuple(t for _, t in path), mdx=mdx)
-                        if directive is not None:
-                            blocks.extend(directive)
-                        elif nested.type == "colon_fence":
-                            add(BlockKind.TEXT, nested.content)
-                        else:
+                        if directive is None:
                             add(BlockKind.CODE, _code_text(nested))
+                        else:
+                            blocks.extend(directive)
                     cursor = nested.map[1]
                 inner += 1
             add(BlockKind.TEXT, "\n".join(lines[cursor:stop]))
