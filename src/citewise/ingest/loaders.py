@@ -423,8 +423,7 @@ def _colon_fences(body: str) -> str:
             continue
         opened = _FENCE_OPEN.match(line)
         if opened:
-            marker = opened.group(1)
-            fence = re.compile(rf"^\s*{re.escape(marker[0])}{{{len(marker)},}}\s*$")
+            fence = _fence_closer(opened.group(1))
             continue
         if _COLON_CLOSE.match(line):
             lines[index] = ""
@@ -433,13 +432,13 @@ def _colon_fences(body: str) -> str:
         if match is None:
             continue
         name = (match.group("braced") or match.group("name")).lower()
-        base = name.rsplit(":", 1)[-1]
+        base = _directive_base(name)
         known = match.group("braced") or name in _ADMONITIONS or base in _MYST_BODY or base in _RST_VERSIONS
         if not known:
             continue  # "::: not a fence": prose
         title = (match.group("title") or match.group("rest") or "").strip()
         if base in _RST_VERSIONS:
-            label = f"{_RST_VERSIONS[base]} {title}".strip() + ":"
+            label = _version_label(base, title) + ":"
         elif base in _RST_CONDITIONS or not title:
             label = ""
         else:
@@ -454,8 +453,8 @@ def _myst_blocks(token: Token, headings: tuple[str, ...], *, mdx: bool) -> list[
     if directive is None or directive[0] in _MYST_CODE:
         return None
     name, argument, body = directive
-    base = name.rsplit(":", 1)[-1]
-    if name in _RST_SKIPPED or base in _RST_SKIPPED or base.startswith("auto"):
+    base = _directive_base(name)
+    if _skipped(base):
         return []
     if name == "eval-rst":
         inner = parse_rst(body, source="", filename="", fragment=True).blocks
@@ -465,7 +464,7 @@ def _myst_blocks(token: Token, headings: tuple[str, ...], *, mdx: bool) -> list[
         return None
     inner = [b.model_copy(update={"headings": headings + b.headings}) for b in inner]
     if base in _RST_VERSIONS:
-        label = f"{_RST_VERSIONS[base]} {argument}".strip()
+        label = _version_label(base, argument)
         if inner and inner[0].kind == BlockKind.TEXT:
             inner[0] = inner[0].model_copy(update={"text": f"{label}: {inner[0].text}"})
         else:
@@ -499,6 +498,13 @@ def _markdown_blocks(
         if text.strip():
             blocks.append(Block(kind=kind, text=text, headings=tuple(t for _, t in path)))
 
+    def add_fence(token: Token) -> None:  # a code block, or the blocks of the MyST directive it is
+        directive = _myst_blocks(token, tuple(t for _, t in path), mdx=mdx)
+        if directive is None:
+            add(BlockKind.CODE, _code_text(token))
+        else:
+            blocks.extend(directive)
+
     def add_html(raw: str) -> None:
         add(BlockKind.TEXT, re.sub(r"<[^>]*>", " ", re.sub(r"<!--.*?-->", " ", raw, flags=re.DOTALL)))
 
@@ -516,11 +522,7 @@ def _markdown_blocks(
             if level == 1 and not first_h1:
                 first_h1 = text
         elif token.type in ("fence", "code_block"):
-            directive = _myst_blocks(token, tuple(t for _, t in path), mdx=mdx)
-            if directive is None:
-                add(BlockKind.CODE, _code_text(token))
-            else:
-                blocks.extend(directive)
+            add_fence(token)
         elif token.type == "table_open":
             add(BlockKind.TABLE, _markdown_table(tokens[index : end + 1]))
         elif token.type == "html_block":
@@ -539,11 +541,7 @@ def _markdown_blocks(
                         add(BlockKind.TABLE, _markdown_table(tokens[inner : table_end + 1]))
                         inner = table_end
                     else:
-                        directive = _myst_blocks(nested, tuple(t for _, t in path), mdx=mdx)
-                        if directive is None:
-                            add(BlockKind.CODE, _code_text(nested))
-                        else:
-                            blocks.extend(directive)
+                        add_fence(nested)
                     cursor = nested.map[1]
                 inner += 1
             add(BlockKind.TEXT, "\n".join(lines[cursor:stop]))
@@ -553,6 +551,13 @@ def _markdown_blocks(
 
 # -- MDX ---------------------------------------------------------------------------------------------------------
 _FENCE_OPEN = re.compile(r"^\s*(`{3,}|~{3,})")
+
+
+def _fence_closer(marker: str) -> re.Pattern[str]:
+    """The line that closes a code fence opened with `marker`: the same character, at least as many of them."""
+    return re.compile(rf"^\s*{re.escape(marker[0])}{{{len(marker)},}}\s*$")
+
+
 _ESM_LINE = re.compile(r"^(import|export)\b")
 _JSX_ATTRS = r"""(?:\s+[^\s=>/]+(?:\s*=\s*(?:"[^"]*"|'[^']*'|\{(?:[^{}]|\{[^{}]*\})*\}|[^\s>]+))?)*"""
 _MDX_NOISE = re.compile(
@@ -588,8 +593,7 @@ def _strip_mdx(body: str) -> str:
         fence = _FENCE_OPEN.match(line)
         if fence:
             flush_prose()
-            marker = fence.group(1)
-            closing = re.compile(rf"^\s*{re.escape(marker[0])}{{{len(marker)},}}\s*$")
+            closing = _fence_closer(fence.group(1))
             end = index + 1
             while end < len(lines) and not closing.match(lines[end]):
                 end += 1
@@ -800,6 +804,21 @@ _RST_OTHER_BUILDERS = re.compile(r"\b(latex|man|texinfo|epub|text|xml|pdf)\b")
 _STAND_INS: contextvars.ContextVar[bool] = contextvars.ContextVar("citewise_rst_stand_ins", default=False)
 
 
+def _directive_base(name: str) -> str:
+    """A directive's name without its domain, lowercased: `py:function` → `function`."""
+    return name.lower().rsplit(":", 1)[-1]
+
+
+def _skipped(base: str) -> bool:
+    """Directives whose content Citewise can't produce or shouldn't index (see `_RST_SKIPPED`)."""
+    return base in _RST_SKIPPED or base.startswith("auto")
+
+
+def _version_label(base: str, version: str) -> str:
+    """ "New in version 2.3" for a version note (`_RST_VERSIONS`) of that version."""
+    return f"{_RST_VERSIONS[base]} {version}".strip()
+
+
 class _StandIn(Directive):
     """A directive docutils doesn't know: its body parsed as reStructuredText, its argument shown as fits its kind."""
 
@@ -809,9 +828,8 @@ class _StandIn(Directive):
     has_content = True
 
     def run(self) -> list[Any]:
-        name = self.name.lower()
-        base = name.rsplit(":", 1)[-1]
-        if name in _RST_SKIPPED or base in _RST_SKIPPED or base.startswith("auto"):
+        name, base = self.name.lower(), _directive_base(self.name)
+        if _skipped(base):
             return []
         argument = " ".join(self.arguments).strip()
         if base == "only" and "html" not in argument and _RST_OTHER_BUILDERS.search(argument):
@@ -843,7 +861,7 @@ class _VersionNote(Directive):
     has_content = True
 
     def run(self) -> list[Any]:
-        label = f"{_RST_VERSIONS[self.name.lower().rsplit(':', 1)[-1]]} {self.arguments[0]}"
+        label = _version_label(_directive_base(self.name), self.arguments[0])
         body = nodes.container()
         if self.content:
             self.state.nested_parse(self.content, self.content_offset, body)
@@ -864,8 +882,7 @@ _docutils_directive = getattr(directives.directive, "__wrapped__", directives.di
 def _directive_or_stand_in(directive_name: str, language_module: Any, document: Any) -> tuple[Any, list[Any]]:
     found, messages = _docutils_directive(directive_name, language_module, document)
     if found is None and _STAND_INS.get():
-        base = directive_name.lower().rsplit(":", 1)[-1]
-        return (_VersionNote if base in _RST_VERSIONS else _StandIn), []
+        return (_VersionNote if _directive_base(directive_name) in _RST_VERSIONS else _StandIn), []
     return found, messages
 
 
@@ -963,7 +980,7 @@ def _rst_list(node: Any, headings: tuple[str, ...], blocks: list[Block]) -> None
 def _rst_list_parts(node: Any) -> list[tuple[BlockKind, str]]:
     parts: list[tuple[BlockKind, str]] = []
     for number, item in enumerate(node.children, node.get("start", 1)):
-        marker = ("-" if isinstance(node, nodes.bullet_list) else f"{number}.") + " "
+        marker = _rst_marker(node, number) + " "
         for kind, text in _rst_item_parts(item):
             if kind == BlockKind.TEXT and marker:  # the item's first text carries its marker; its lines hang under it
                 text, marker = marker + text.replace("\n", "\n" + " " * len(marker)), ""
@@ -988,6 +1005,11 @@ def _rst_item_parts(parent: Any) -> list[tuple[BlockKind, str]]:
         for kind, text in inner:
             _add_part(parts, kind, text)
     return parts
+
+
+def _rst_marker(node: Any, number: int) -> str:
+    """A list item's marker: `-` in a bullet list, `3.` for the third item of a numbered one."""
+    return "-" if isinstance(node, nodes.bullet_list) else f"{number}."
 
 
 def _add_part(parts: list[tuple[BlockKind, str]], kind: BlockKind, text: str) -> None:
@@ -1036,7 +1058,7 @@ def _rst_text(node: Any) -> str:
     if isinstance(node, nodes.bullet_list | nodes.enumerated_list):
         items = []
         for number, item in enumerate(node.children, node.get("start", 1)):
-            marker = "-" if isinstance(node, nodes.bullet_list) else f"{number}."
+            marker = _rst_marker(node, number)
             body = "\n".join(_rst_text(p) for p in item.children if not isinstance(p, nodes.system_message))
             items.append(f"{marker} " + body.replace("\n", "\n" + " " * (len(marker) + 1)))
         return "\n".join(items)
