@@ -172,19 +172,38 @@ def _section_names_subject(chunk: ScoredChunk, subject: str | None) -> bool:
     return bool(wanted) and wanted <= content_terms(section)
 
 
-def _form_factor(sentence: Sentence, question: Question) -> float:
+@dataclass(frozen=True)
+class _Form:
+    """What a candidate's form says about it, found once: the hand-weighed factor and the ranker both read it."""
+
+    navigation: bool  # only points elsewhere ("See [X](x.md) for …")
+    furniture: bool  # breadcrumbs, "Previous / Next" links, a notice in capitals
+    introduction: bool  # a page's introduction of itself
+    fragment: bool  # a bare heading line repeated in the text
+
+    @classmethod
+    def of(cls, sentence: Sentence) -> _Form:
+        prose, text = not sentence.code, sentence.text
+        return cls(
+            navigation=prose and is_navigation(text),
+            furniture=prose and (is_link_trail(text) or is_shouting(text)),
+            introduction=prose and is_introduction(text),
+            fragment=is_fragment(sentence),
+        )
+
+
+def _form_factor(form: _Form, question: Question) -> float:
     """How much a sentence's form lets it answer anything: a pointer elsewhere, page furniture (breadcrumbs,
     "Next" links), a notice in capitals, a page's introduction of itself and a bare heading line weigh less than a
     statement."""
-    text = sentence.text
     factor = 1.0
-    if is_navigation(text):
+    if form.navigation:
         factor *= NAVIGATION_FACTOR
-    if is_link_trail(text) or is_shouting(text):
+    if form.furniture:
         factor *= FURNITURE_FACTOR
-    if is_introduction(text) and question.kind != QuestionKind.DEFINITION:
+    if form.introduction and question.kind != QuestionKind.DEFINITION:
         factor *= INTRODUCTION_FACTOR
-    if is_fragment(sentence):
+    if form.fragment:
         factor *= FRAGMENT_FACTOR
     return factor
 
@@ -311,7 +330,7 @@ RANKER_FEATURES = (
 
 
 def _features(
-    s: Sentence, base: float, best: float, top: bool, question: Question, chunks, strengths, headings
+    s: Sentence, form: _Form, base: float, best: float, top: bool, question: Question, chunks, strengths, headings
 ) -> dict[str, float]:
     text = s.text
     terms = set(question.terms)
@@ -332,10 +351,10 @@ def _features(
         "label": float(s.label),
         "words": math.log1p(len(text.split())),
         "first": float(s.index == 0),
-        "introduction": float(not s.code and is_introduction(text)),
-        "fragment": float(is_fragment(s)),
-        "navigation": float(not s.code and is_navigation(text)),
-        "furniture": float(not s.code and (is_link_trail(text) or is_shouting(text))),
+        "introduction": float(form.introduction),
+        "fragment": float(form.fragment),
+        "navigation": float(form.navigation),
+        "furniture": float(form.furniture),
         "anaphoric": float(not s.code and is_anaphoric(text)),
         "value": float(bool(values(text))),
         "inline_code": float("`" in text),
@@ -381,13 +400,14 @@ def score(
         context = headings[s.slot] | (frozenset(content_terms(s.header)) if s.header else frozenset())
         with_heading = _coverage(terms, s.terms | context, idf)
         base = (1 - HEADING_SHARE) * own + HEADING_SHARE * with_heading
-        factor = 1.0 if s.code else _kind_factor(s, question, chunks[s.slot][1], chunks) * _form_factor(s, question)
-        hand.append((base * factor * (0.5 + 0.5 * strengths[s.slot]), own, s))
-    best = max(relevance for relevance, _, _ in hand)
+        form = _Form.of(s)
+        factor = 1.0 if s.code else _kind_factor(s, question, chunks[s.slot][1], chunks) * _form_factor(form, question)
+        hand.append((base * factor * (0.5 + 0.5 * strengths[s.slot]), own, s, form))
+    best = max(relevance for relevance, *_ in hand)
     leader = max(range(len(hand)), key=lambda i: (hand[i][0], -hand[i][2].slot, -hand[i][2].start))
     out = []
-    for i, (relevance, own, s) in enumerate(hand):
-        features = _features(s, relevance, best, i == leader, question, chunks, strengths, headings)
+    for i, (relevance, own, s, form) in enumerate(hand):
+        features = _features(s, form, relevance, best, i == leader, question, chunks, strengths, headings)
         out.append(Scored(round(rank_score(features, ranker), 12), round(own, 12), s, features))
     out.sort(key=lambda item: (-item.relevance, item.sentence.slot, item.sentence.start))
     return out
