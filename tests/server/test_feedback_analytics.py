@@ -11,7 +11,8 @@ import pytest
 from tests.agent.agent_support import WORKER_QUESTION
 from tests.server.conftest import PLAN
 
-from citewise.feedback.analytics import REFUSAL_WORDS, analytics_report, read_questions
+from citewise.eval.gaps import load_log
+from citewise.feedback.analytics import REFUSAL_WORDS, analytics_report
 from citewise.llm.testing import ScriptedChatModel
 from citewise.settings import Settings
 from citewise.types import PUBLIC_OWNER, REFUSAL_TEXT
@@ -61,14 +62,14 @@ def logged(request, tmp_path) -> Settings:
 
 def test_the_log_is_read_for_one_owner_and_the_period_only(logged):
     unreadable = 1 if not logged.uses_postgres else 0
-    alice, bad = read_questions(logged, owner="alice", since=SINCE)
+    alice, bad, _ = load_log(logged, owner="alice", since=SINCE)
     assert [r["question"] for r in alice] == ["How do I pin the worker pool?", "Is there a sourdough recipe?"]
     assert bad == unreadable
-    public, _ = read_questions(logged, owner=PUBLIC_OWNER, since=SINCE)
+    public, _, _ = load_log(logged, owner=PUBLIC_OWNER, since=SINCE)
     assert [r["question"] for r in public] == ["What is Orbitron?"]
-    everyone, _ = read_questions(logged, owner=None, since=SINCE)
+    everyone, _, _ = load_log(logged, owner=None, since=SINCE)
     assert len(everyone) == 4 and OLD not in {r["timestamp"] for r in everyone}
-    assert len(read_questions(logged, owner="alice", since="2000-01-01T00:00:00+00:00")[0]) == 3
+    assert len(load_log(logged, owner="alice", since="2000-01-01T00:00:00+00:00")[0]) == 3
 
     report = analytics_report(logged, None, owner="alice", days=30, now=NOW)
     assert (report["questions"], report["answered"], report["refused"]) == (2, 1, 1)

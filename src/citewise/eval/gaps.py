@@ -7,11 +7,13 @@ in the home, or the `questions` table when state lives in PostgreSQL); `citewise
 from __future__ import annotations
 
 import json
+import re
 from collections import Counter
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from citewise.text import content_terms, jaccard
+from citewise.types import PUBLIC_OWNER
 
 if TYPE_CHECKING:
     from citewise.settings import Settings
@@ -30,8 +32,20 @@ def is_gap(record: dict) -> bool:
     return record.get("status") == "refused" or bool(record.get("insufficiencies"))
 
 
-def read_log(path: Path) -> tuple[list[dict], int]:
-    """The log's records and the number of unreadable lines skipped (a crash mid-write can leave half a line)."""
+# question_record (agent/question_log.py) writes the timestamp first: enough to pass over an older line unparsed.
+_STAMP = re.compile(r'\{"timestamp": "([^"]*)"')
+
+
+def owner_of(record: dict) -> str:
+    """A logged question's owner (the CLI logs questions asked without --owner with no owner: public ones)."""
+    return str(record.get("owner") or PUBLIC_OWNER)
+
+
+def read_log(path: Path, *, owner: str | None = None, since: str | None = None) -> tuple[list[dict], int]:
+    """The log's records and the number of unreadable lines skipped (a crash mid-write can leave half a line):
+    `owner`'s only, else every owner's; from `since` on (an ISO timestamp), else all. Filtered as they are read, so a
+    request never holds every owner's questions of all time: an older line is passed over by its timestamp before it
+    is parsed."""
     if not path.is_file():
         return [], 0
     records, bad = [], 0
@@ -39,26 +53,31 @@ def read_log(path: Path) -> tuple[list[dict], int]:
         for line in lines:
             if not line.strip():
                 continue
+            if since is not None and (stamp := _STAMP.match(line)) and stamp.group(1) < since:
+                continue
             try:
                 record = json.loads(line)
             except json.JSONDecodeError:
                 bad += 1
                 continue
-            if isinstance(record, dict) and isinstance(record.get("question"), str):
-                records.append(record)
-            else:
+            if not isinstance(record, dict) or not isinstance(record.get("question"), str):
                 bad += 1
+            elif (since is None or str(record.get("timestamp") or "") >= since) and (
+                owner is None or owner_of(record) == owner
+            ):
+                records.append(record)
     return records, bad
 
 
-def load_log(settings: Settings) -> tuple[list[dict], int, str]:
-    """The question log wherever this deployment keeps it: (records, unreadable lines, where it was read)."""
-    if settings.uses_postgres:  # every replica's questions in one table
+def load_log(settings: Settings, *, owner: str | None = None, since: str | None = None) -> tuple[list[dict], int, str]:
+    """The question log wherever this deployment keeps it, filtered as `read_log` filters: (records, unreadable
+    lines, where it was read)."""
+    if settings.uses_postgres:  # every replica's questions in one table, filtered by a WHERE
         from citewise.state.database import database
         from citewise.state.tables import read_questions
 
-        return read_questions(database(settings)), 0, "the database's questions table"
-    records, bad = read_log(settings.questions_log_path)
+        return read_questions(database(settings), owner=owner, since=since), 0, "the database's questions table"
+    records, bad = read_log(settings.questions_log_path, owner=owner, since=since)
     return records, bad, str(settings.questions_log_path)
 
 

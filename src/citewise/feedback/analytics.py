@@ -11,19 +11,14 @@ every owner unless `--owner`). It puts together
 
 from __future__ import annotations
 
-import json
-import re
 from collections import Counter, defaultdict
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
-from citewise.eval.gaps import group_gaps, is_gap
+from citewise.eval.gaps import group_gaps, is_gap, load_log
 from citewise.feedback.store import FeedbackStore, Rating
-from citewise.types import PUBLIC_OWNER
 
 if TYPE_CHECKING:
-    from pathlib import Path
-
     from citewise.settings import Settings
 
 # The refusal codes in words: the one table. The analytics list refusals by them, and the server sends them as a
@@ -48,7 +43,7 @@ def analytics_report(
     """The report for `owner`'s questions and ratings of the last `days` days (owner None: every owner's)."""
     now = now or datetime.now(UTC)
     since = (now - timedelta(days=days)).isoformat(timespec="seconds")
-    recent, unreadable = read_questions(settings, owner=owner, since=since)
+    recent, unreadable, _ = load_log(settings, owner=owner, since=since)
 
     totals = Counter(_outcome(r) for r in recent)
     asked = len(recent)
@@ -83,49 +78,6 @@ def analytics_report(
         "marked_bad": marked_bad,
         "unreadable_log_lines": unreadable,
     }
-
-
-def read_questions(settings: Settings, *, owner: str | None, since: str) -> tuple[list[dict[str, Any]], int]:
-    """The question log's records of `owner` (None: every owner's) from `since` on, and how many of the lines read
-    could not be. Filtered where they are read, so a request never holds every owner's questions of all time: a
-    WHERE in PostgreSQL; in the JSON-lines log, line by line, an older line passed over by its timestamp before it
-    is parsed."""
-    if settings.uses_postgres:
-        from citewise.state.database import database
-        from citewise.state.tables import read_questions as read_table
-
-        return read_table(database(settings), owner=owner, since=since), 0
-    return _read_log(settings.questions_log_path, owner=owner, since=since)
-
-
-# question_record (agent/question_log.py) writes the timestamp first: enough to pass over an older line unparsed.
-_STAMP = re.compile(r'\{"timestamp": "([^"]*)"')
-
-
-def _read_log(path: Path, *, owner: str | None, since: str) -> tuple[list[dict[str, Any]], int]:
-    if not path.is_file():
-        return [], 0
-    records: list[dict[str, Any]] = []
-    unreadable = 0
-    with path.open(encoding="utf-8", errors="replace") as lines:
-        for line in lines:
-            stamp = _STAMP.match(line)
-            if (stamp and stamp.group(1) < since) or not line.strip():
-                continue
-            try:
-                record = json.loads(line)
-            except json.JSONDecodeError:  # a crash mid-write can leave half a line
-                unreadable += 1
-                continue
-            if not isinstance(record, dict) or not isinstance(record.get("question"), str):
-                unreadable += 1
-            elif str(record.get("timestamp") or "") >= since and (owner is None or _owner_of(record) == owner):
-                records.append(record)
-    return records, unreadable
-
-
-def _owner_of(record: dict[str, Any]) -> str:
-    return str(record.get("owner") or PUBLIC_OWNER)  # the CLI logs questions asked without --owner with no owner
 
 
 def _outcome(record: dict[str, Any]) -> str:
