@@ -6,7 +6,8 @@ Indexes the BEIR set once (bench/data/<set>_beir; build it with make_somnia_beir
 fetches each query's full dense and BM25 chunk rankings, and fuses them for several settings, scoring each exactly
 as `citewise eval retrieval` does. Small k trusts the top of each list more; a lexical weight below 1 lets BM25
 break ties and add recall without reordering dense's confident top hits. Somnia has 22 judged queries (noisy);
-ClapNQ has 300, so settings are chosen on ClapNQ and only checked on Somnia.
+ClapNQ has 300, so settings are chosen on ClapNQ and only checked on Somnia. The last variant is the default as
+searches run it: the BM25 list's best chunk kept within the first `retrieval.lexical_best_within` results.
 Writes bench/results/fusion_<set>.json.
 """
 
@@ -19,6 +20,7 @@ from pathlib import Path
 from _common import ROOT, write_result
 from citewise.eval.retrieval import METRIC_NAMES, as_parsed_document, load_beir, score_run
 from citewise.index.knowledge_base import KnowledgeBase
+from citewise.index.retriever import keep_within
 from citewise.index.store import Hit, build_where
 from citewise.ingest.pipeline import Ingestor
 from citewise.settings import Settings
@@ -69,6 +71,16 @@ def main() -> None:
         for w in LEXICAL_WEIGHTS:
             variants[f"hybrid k={k} w={w}"] = score(lambda d, lex, k=k, w=w: weighted_rrf(d, lex, k, w))
     defaults = Settings().retrieval
+
+    def with_lexical_best(dense: list[Hit], lexical: list[Hit]) -> list[str]:
+        fused = weighted_rrf(dense, lexical, defaults.rrf_k, defaults.lexical_weight)
+        if not lexical:
+            return fused
+        hits = keep_within([Hit(c, 0.0) for c in fused], lexical[0].chunk_id, defaults.lexical_best_within)
+        return [h.chunk_id for h in hits]
+
+    name = f"hybrid k={defaults.rrf_k} w={defaults.lexical_weight}, BM25 best in top {defaults.lexical_best_within}"
+    variants[name] = score(with_lexical_best)
     path = write_result(
         f"fusion_{args.set}",
         {"set": args.set, "queries": len(runs), "default_rrf_k": defaults.rrf_k, "variants": variants},

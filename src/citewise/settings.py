@@ -119,6 +119,15 @@ class RetrievalSettings(BaseModel):
         le=2.0,
         description="Weight of the BM25 list in fusion (the vector list weighs 1): BM25 adds recall and breaks ties.",
     )
+    lexical_best_within: int = Field(
+        5,
+        ge=0,
+        le=10,
+        description=(
+            "A hybrid search keeps the BM25 list's best chunk within its first this many results (0: off): a passage "
+            "that holds the question's exact words but embeds poorly (a table, a list of values) isn't fused away."
+        ),
+    )
     cache_size: int = Field(1024, ge=0, description="Retrieval results kept in the in-memory cache (0 disables).")
     ann_index_threshold: int = Field(
         50_000, ge=1000, description="Build an approximate vector index once the index holds this many chunks."

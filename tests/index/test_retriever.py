@@ -8,7 +8,7 @@ from __future__ import annotations
 import pytest
 
 from citewise.errors import ValidationError
-from citewise.index.retriever import Retriever, reciprocal_rank_fusion
+from citewise.index.retriever import Retriever, keep_within, reciprocal_rank_fusion
 from citewise.index.store import Hit
 from citewise.ingest.pipeline import Ingestor
 from citewise.settings import Settings
@@ -178,6 +178,69 @@ def test_reciprocal_rank_fusion_by_hand():
     weighted = reciprocal_rank_fusion([dense, lexical], k=5, weights=[1.0, 0.5])
     assert [h.chunk_id for h in weighted] == ["a", "c", "b", "d"]
     assert weighted[1].score == pytest.approx(1 / 8 + 0.5 / 6)
+
+
+def test_keep_within_moves_only_the_buried_chunk_up():
+    ranked = [Hit(c) for c in "abcdefg"]
+    assert [h.chunk_id for h in keep_within(ranked, "f", 3)] == list("abfcdeg")
+    assert [h.chunk_id for h in keep_within(ranked, "b", 3)] == list("abcdefg")  # already within
+    assert [h.chunk_id for h in keep_within(ranked, "z", 3)] == list("abcdefg")  # not in the list (gated out)
+    assert [h.chunk_id for h in keep_within(ranked, "f", 1)] == list("abcdefg")  # the first is never displaced
+    assert [h.chunk_id for h in keep_within(ranked, "f", 0)] == list("abcdefg")  # off
+    scored = [Hit(c, score=s) for c, s in zip("abcd", (0.4, 0.3, 0.2, 0.1), strict=True)]
+    moved = [(h.chunk_id, h.score) for h in keep_within(scored, "d", 2)]
+    assert moved == [("a", 0.4), ("d", 0.3), ("b", 0.3), ("c", 0.2)]  # scores still read best first
+
+
+# A reference page of bare values embeds far from a question in words, while BM25 ranks it first: fusion alone puts
+# it below a dozen prose pages that are about the mainnet but don't give its chain ID.
+_PROSE_TOPICS = (
+    "is the production network: every transaction is final and costs real tokens",
+    "should only get contracts that were deployed to the testnet first",
+    "and the testnet need separate settings in your wallet and your app",
+    "is where you go live once your contract is audited",
+    "can be added to a wallet to send transactions in production",
+    "transactions are shown by the block explorer",
+    "fees are paid in ORB, while the testnet charges test tokens",
+    "upgrades are announced two weeks ahead and reach the testnet first",
+    "validators stake ORB to produce blocks",
+    "outages are reported on the status page",
+    "receives tokens from other networks through the official bridge",
+    "launched in 2025 after a year of public testnet",
+    "blocks hold up to a thousand transactions",
+)
+_REFERENCE = (
+    "# Reference\n\nNetwork\n\nMainnet\n\nTestnet\n\nChain ID\n\n5031\n\n50312\n\nRPC\n\n"
+    "<https://rpc.orbit.example/v1/a8f3>\n\n<https://rpc-t.orbit.example/v1/c9d2>\n\nExplorer\n\n"
+    "<https://scan.orbit.example/>\n\n<https://scan-t.orbit.example/>\n\nMulticall\n\n"
+    "0x5e44F178E8cF9B2F5409B6f18ce936aB817C5a11\n\n0x841b8199E6d3Db3C6f264f6C2bd8848b3cA64223\n\nFaucet\n\n"
+    "<https://faucet.orbit.example/drip?ref=docs>\n"
+)
+
+
+def test_hybrid_search_keeps_the_bm25_best_chunk_within_the_first_results(settings, make_kb, tmp_path):
+    docs = tmp_path / "network"
+    docs.mkdir()
+    for i, topic in enumerate(_PROSE_TOPICS):
+        (docs / f"mainnet-{i:02d}.md").write_text(f"# Mainnet notes {i}\n\nThe mainnet {topic}.\n")
+    (docs / "reference.md").write_text(_REFERENCE)
+    kb = make_kb(settings)
+    Ingestor(kb).ingest_paths([docs])
+    question = "What is the mainnet chain ID?"
+    retriever = Retriever(kb)
+    assert retriever.search(question, 3, mode="lexical").chunks[0].filename == "reference.md"
+
+    within = settings.model_copy(update={"retrieval": settings.retrieval.model_copy(update={"lexical_best_within": 3})})
+    off = settings.model_copy(update={"retrieval": settings.retrieval.model_copy(update={"lexical_best_within": 0})})
+    found = [c.filename for c in Retriever(make_kb(within)).search(question, 3).chunks]
+    assert found[2] == "reference.md" and "reference.md" not in found[:2]  # moved up to the third place
+    fused_only = [c.filename for c in Retriever(make_kb(off)).search(question, 3).chunks]
+    assert "reference.md" not in fused_only  # what fusion alone does with it
+    assert fused_only[:2] == found[:2]  # nothing else moves
+    assert "reference.md" in [c.filename for c in retriever.search(question, 5).chunks]  # the default: first five
+    assert [c.filename for c in retriever.search(question, 3, mode="dense").chunks] == [
+        c.filename for c in Retriever(make_kb(off)).search(question, 3, mode="dense").chunks
+    ]  # dense and lexical searches are untouched
 
 
 @pytest.mark.parametrize("each_engine", ["lancedb"], indirect=True)  # LanceDB's own index; PostgreSQL's is HNSW always

@@ -57,6 +57,22 @@ def reciprocal_rank_fusion(
     return sorted(fused.values(), key=lambda h: (-h.score, best[h.chunk_id], h.chunk_id))
 
 
+def keep_within(ranked: list[Hit], chunk_id: str, within: int) -> list[Hit]:
+    """`ranked` with `chunk_id` moved up to position `within` (1-based) when it ranks below it: the BM25 list's best
+    chunk, which fusion can bury under passages that only the vector search liked — a table or a list of values
+    ("Chain ID / 5031") holds the question's exact words and embeds poorly. The first result is never displaced,
+    everything else keeps its order, and the moved hit takes the score of the one it now stands before, so scores
+    still read best first."""
+    if within < 2:
+        return ranked
+    at = next((i for i, h in enumerate(ranked) if h.chunk_id == chunk_id), None)
+    if at is None or at < within:
+        return ranked
+    moved = ranked[at]
+    moved.score = ranked[within - 1].score
+    return [*ranked[: within - 1], moved, *ranked[within - 1 : at], *ranked[at + 1 :]]
+
+
 PROFILE_DEPTH = 20
 
 
@@ -275,6 +291,8 @@ class Retriever:
         fused = reciprocal_rank_fusion(
             [dense, lexical_hits], k=self.settings.rrf_k, weights=[1.0, self.settings.lexical_weight]
         )
+        if lexical_hits:
+            fused = keep_within(fused, lexical_hits[0].chunk_id, self.settings.lexical_best_within)
         return fused, _profile(dense, lexical_hits)
 
     def _gate(self, store: VectorStore, query: str, mode: RetrievalMode, top_k: int, ranked: list[Hit]) -> SearchResult:
