@@ -26,6 +26,11 @@ from citewise.quote import QuestionKind, analyse, split_parts
         ("Which file types are supported?", QuestionKind.LIST),
         ("Why is the first ingest slow?", QuestionKind.REASON),
         ("Who founded Citewise?", QuestionKind.ENTITY),
+        # a condition before the question: the question after it says the kind
+        ("When a user lacks the scopes @requires asks for, what is the default status code?", QuestionKind.VALUE),
+        ("If I delete a file, how do I remove it from the index?", QuestionKind.PROCEDURE),
+        ("Once the server is up, does it reload settings?", QuestionKind.YES_NO),
+        ("When was the index built, and how?", QuestionKind.VALUE),  # a question starting "When was" is one
     ],
 )
 def test_kinds(question, kind):
@@ -48,6 +53,8 @@ def test_a_definition_names_its_subject():
         ("Who won the 2022 Citrus Bowl?", ("2022", "Citrus Bowl")),
         ('What does "insufficient liquidity" mean?', ("insufficient liquidity",)),
         ("How Do I Change The Port?", ()),  # Title Case: capitals name nothing
+        ("What is a context processor in Starlette's Jinja2 templates?", ("Jinja2", "Starlette")),  # possessive
+        ("When was Bruno Mars’s Grenade released?", ("Bruno Mars", "Grenade")),
         ("how do i change the port", ()),
     ],
 )
@@ -66,6 +73,11 @@ def test_anchors_are_what_the_evidence_must_name(question, anchors):
         ("Which developer made the game?", "name_or_value"),
         ("What is the default port?", "value"),
         ("How do I change the port?", None),
+        ("When a user lacks the required scopes, what HTTP status is returned?", "name_or_value"),  # not a date
+        ("When was the index built?", "date"),
+        ("Since which release can state be read like a dict?", "name_or_value"),  # the question word after "Since"
+        ("In what year was the bridge moved?", "date"),
+        ("To whom did Lee surrender?", "name"),
     ],
 )
 def test_what_the_answer_must_state(question, expects):
@@ -90,6 +102,11 @@ def test_a_multi_part_question_is_split_and_a_part_that_points_back_gets_its_wor
         QuestionKind.DEFINITION,
         QuestionKind.VALUE,
     ]
+    # a condition stays with the question it conditions; a second question after it is still a part
+    assert split_parts("If I delete a file, how do I remove it and what happens to its chunks?") == [
+        "If I delete a file, how do I remove it",
+        "what happens to its chunks (delete file remove)?",
+    ]
 
 
 @pytest.mark.parametrize(
@@ -98,6 +115,7 @@ def test_a_multi_part_question_is_split_and_a_part_that_points_back_gets_its_wor
         "How do I ingest a folder of markdown documents?",
         "How do I back up and restore a home?",  # "and" between verbs, not between questions
         "Which embedding model is used?",
+        "When a user lacks the scopes @requires asks for, what HTTP status is returned by default?",  # a condition
     ],
 )
 def test_a_single_question_stays_whole(question):

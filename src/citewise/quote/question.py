@@ -88,8 +88,23 @@ _INTERROGATIVE = (
     r"(?:how|what|what's|which|where|when|why|who|whom|whose|is|are|was|were|can|could|do|does|did|should|"
     r"would|will|may|must|has|have|had|shall|tell|explain|describe|show|list|give)"
 )
-# "Quick question:" / "According to the user guide," / "In Citewise," before the question word itself.
-_LEAD_CLAUSE_RE = re.compile(rf"^[^,:;?]{{1,60}}[,:;]\s+(?={_INTERROGATIVE}\b)", re.I)
+# "Quick question:" / "According to the user guide," / "In Citewise," before the question word itself. Not a
+# condition ("If I delete a file, how …"): its words are part of what is asked.
+_LEAD_CLAUSE_RE = re.compile(
+    rf"^(?!(?:when|whenever|if|once|after|before|while|unless)\b)[^,:;?]{{1,60}}[,:;]\s+(?={_INTERROGATIVE}\b)", re.I
+)
+# "When a user lacks the scopes, what status …", "If I delete a file, do I …": a condition before the question itself,
+# which is what says the question's kind ("When" here asks for no date). Not "When was …", "If so, …" stays whole.
+_CONDITION_RE = re.compile(
+    rf"^(?:when|whenever|if|once|after|before|while|unless)\s+"
+    rf"(?!(?:is|are|was|were|do|does|did|can|could|will|would|should|has|have|had|so)\b)[^?,;:]{{1,160}},\s+"
+    rf"(?={_INTERROGATIVE}\b)",
+    re.I,
+)
+# "Since which release …", "In which file …", "To whom …": the question word after its preposition.
+_PREPOSITION_RE = re.compile(
+    r"^(?:since|in|on|at|from|to|for|by|with|under|until|as\s+of)\s+(?=(?:which|what|whom|whose)\b)", re.I
+)
 # "… and how do I …", "…, and what is …", "…; where …": a second question joined to the first.
 _PART_SPLIT_RE = re.compile(
     rf"(?:\?\s+|[,;]\s*(?:and\s+|also\s+)?|\s+and\s+(?:also\s+)?|\s+also\s+)(?={_INTERROGATIVE}\b)", re.I
@@ -98,6 +113,7 @@ _NUMBER_RE = re.compile(r"(?<![\w.])\d+(?:[.,]\d+)*(?![\w.])")
 _QUOTED_RE = re.compile(r"[\"“‘`]([^\"“”‘’`\n]{2,80})[\"”’`]")
 # Capitalised words that start no sentence and are no question word: names ("Citrus Bowl", "IceDB", "Hardhat").
 _NAME_RE = re.compile(r"(?<![.!?:]\s)(?<!^)\b([A-Z][\w'’-]*(?:\s+(?:of\s+|the\s+|de\s+)?[A-Z][\w'’-]*)*)")
+_POSSESSIVE_RE = re.compile(r"['’]s?(?:\s+|$)")
 _NOT_NAMES = frozenset(
     {"i", "i'm", "i've", "i'd", "i'll", "ok", "okay", "yes", "no", "please", "thanks", "hi", "hello", "faq", "q", "a"}
 )
@@ -124,7 +140,8 @@ class Question:
 def question_focus(question: str) -> str:
     """The question itself without the conversation around it: of several sentences the ones that ask ("I'm new
     here. How do I …?" → "How do I …?"), then without a short leading clause before the question word ("According
-    to the user guide, how …" → "how …"). Returns `question` unchanged when nothing is to strip."""
+    to the user guide, how …" → "how …"; a condition, "If I delete a file, how …", stays: it is part of the
+    question). Returns `question` unchanged when nothing is to strip."""
     parts = [p for p in SENTENCE_END_RE.split(question.strip()) if p.strip()]
     asking = [p for p in parts if p.rstrip().endswith("?")]
     focus = " ".join(asking) if asking and len(asking) < len(parts) else question.strip()
@@ -187,12 +204,14 @@ def anchors_of(text: str) -> tuple[str, ...]:
     # Title Case ("How Do I Change The Port") capitalises stop words too: then capitals name nothing.
     title_case = any(w[0].isupper() and w.lower() in STOPWORDS and w != "I" for w in words[1:])
     for match in _NAME_RE.finditer("" if title_case else focus):  # "How Do I Change The Port": no names
-        name = match.group(1).strip("'’-")
-        if name.lower() in _NOT_NAMES or name.lower() in STOPWORDS or not content_words(name):
-            continue
         if match.start(1) == 0:
             continue
-        found.setdefault(name, None)
+        # A possessive ends a name: "Starlette's Jinja2" names Starlette and Jinja2, "Bruno Mars's" Bruno Mars.
+        for piece in _POSSESSIVE_RE.split(match.group(1)):
+            name = piece.strip("'’-")
+            if not name or name.lower() in _NOT_NAMES or name.lower() in STOPWORDS or not content_words(name):
+                continue
+            found.setdefault(name, None)
     # A name inside a longer anchor ("API" in "CITEWISE_API_KEYS") is not an anchor of its own.
     anchors = list(found)
     return tuple(a for a in anchors if not any(a != b and a in b for b in anchors))
@@ -206,7 +225,11 @@ def split_parts(question: str) -> list[str]:
     Y?"]). A later part that points back ("… and how do I change it?") gets the words of the part before it
     ("how do I change it (default port)?"); a part with no content word of its own keeps the question whole."""
     focus = question_focus(question)
-    pieces = [p.strip(" ,;") for p in _PART_SPLIT_RE.split(focus) if p and p.strip(" ,;")]
+    condition = _CONDITION_RE.match(focus)  # "When a user lacks X, what …": one question, its condition first
+    head = condition.group(0) if condition else ""
+    pieces = [p.strip(" ,;") for p in _PART_SPLIT_RE.split(focus[len(head) :]) if p and p.strip(" ,;")]
+    if head and pieces:
+        pieces[0] = head + pieces[0]
     if len(pieces) < 2 or any(not content_terms(_PRONOUN_RE.sub("", p)) and not _PRONOUN_RE.search(p) for p in pieces):
         return [question.strip()]
     if not content_terms(pieces[0]):
@@ -267,7 +290,9 @@ def expects(focus: str, kind: QuestionKind) -> str | None:
 
 def analyse(question: str) -> Question:
     focus = question_focus(question)
-    kind, subject = classify(focus)
+    # The kind from the question itself ("what status …", "which release …"); its words from all of it.
+    asking = _PREPOSITION_RE.sub("", _CONDITION_RE.sub("", focus, count=1), count=1)
+    kind, subject = classify(asking)
     return Question(
         text=question,
         focus=focus,
@@ -275,6 +300,6 @@ def analyse(question: str) -> Question:
         subject=subject,
         anchors=anchors_of(focus),
         terms=frozenset(content_terms(focus)),
-        expects=expects(focus, kind),
+        expects=expects(asking, kind),
         negated=bool(_NEGATION_RE.search(focus)),
     )
