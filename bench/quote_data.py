@@ -3,15 +3,17 @@
     .venv/bin/python bench/quote_data.py [--set NAME ...] [--rebuild]
 
 The questions are ours and committed (bench/questions/, docs/questions.jsonl, tests/fixtures/questions.jsonl); the
-corpora are not: ../shared/eval (Somnia docs, ClapNQ), Debian's copy of pip's documentation, and docs/ as of an
-older commit, read from git. bench/quote_sets.json is the manifest: what each set is, its role, how many questions,
-a sha256 over the files it is built from. Homes are built once under bench/data/quote/homes/ and reused; every run
-writes bench/data/quote/runs/<set>.jsonl — one line per question: its label, the answer, whether it was right, and
-the decision's signals per part — which bench/fit_quote_decision.py fits on.
+corpora are not: ../shared/eval (Somnia docs, ClapNQ), Debian's copy of pip's documentation, Starlette's sdist
+from PyPI (pinned by hash), and docs/ as of an older commit, read from git. bench/quote_sets.json is the manifest:
+what each set is, its role, how many questions, a sha256 over the files it is built from. Homes are built once
+under bench/data/quote/homes/ and reused; every run writes bench/data/quote/runs/<set>.jsonl — one line per
+question: its label, the answer, whether it was right, and the decision's signals per part — which
+bench/fit_quote_decision.py fits on.
 
 Distributions (what a held-out set "of each kind" means here):
-- docs QA: questions a user asks of product docs — Citewise's own guide, the test fixtures' product, the Somnia
-  developer docs (two halves by two writers: one fitted on, one judged), and pip's documentation (judged only);
+- docs QA: questions a user asks of product docs — Citewise's own guide, the test fixtures' product, Starlette's
+  documentation (fitted on), the Somnia developer docs (two halves by two writers: one fitted on, one judged), and
+  pip's documentation (judged only);
 - on-topic passages without the answer: ClapNQ's unanswerable questions (a near-miss Wikipedia passage), the
   Somnia FAQ questions whose answer lives only on the held-out FAQ pages, and the judged docs sets' questions asked
   after their answering pages were removed (RGB's negative-rejection setting);
@@ -28,6 +30,8 @@ import os
 import re
 import shutil
 import subprocess
+import sys
+import tarfile
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -54,6 +58,9 @@ RUNS = DATA / "runs"
 CLAPNQ = SHARED / "clapnq" / "clapnq_dev.jsonl"
 # Debian's python3-pip package ships pip's documentation sources: real product docs nobody tuned quote mode on.
 PIP_DOCS = Path("/usr/share/doc/python3-pip/html")
+# Starlette's documentation, from its sdist on PyPI (pinned by hash): a second product's docs to fit on.
+STARLETTE_SDIST = "starlette-1.10.0.tar.gz"
+STARLETTE_SHA256 = "b8399098d4c1e3522734f7235dc79b1fc967f96cf139c81e0fa30479e0685f9b"
 # Citewise's own guide as it was when its question set (docs/questions.jsonl) was written.
 CITEWISE_DOCS_COMMIT = "2892aed"
 
@@ -123,6 +130,31 @@ def pip_pages() -> dict[str, str]:
             continue
         data = gzip.decompress(path.read_bytes()) if rel.endswith(".gz") else path.read_bytes()
         pages[name] = data.decode("utf-8")
+    return pages
+
+
+def _starlette_sdist() -> Path:
+    """Starlette's sdist, downloaded from PyPI once (`pip download`) and checked against its pinned hash."""
+    path = DATA / "sources" / STARLETTE_SDIST
+    if not path.is_file():
+        path.parent.mkdir(parents=True, exist_ok=True)
+        version = STARLETTE_SDIST.removeprefix("starlette-").removesuffix(".tar.gz")
+        pip = [sys.executable, "-m", "pip", "download", f"starlette=={version}", "--no-binary", ":all:", "--no-deps"]
+        subprocess.run([*pip, "-d", str(path.parent)], check=True)
+    if hashlib.sha256(path.read_bytes()).hexdigest() != STARLETTE_SHA256:
+        raise SystemExit(f"{path} does not match its pinned sha256: delete it and run again")
+    return path
+
+
+def starlette_pages() -> dict[str, str]:
+    """Every Markdown page of Starlette's docs/ folder, as its sdist ships it (release notes and the contributor
+    guide included: they are part of what a user would index)."""
+    pages = {}
+    with tarfile.open(_starlette_sdist()) as sdist:
+        for member in sorted(sdist.getmembers(), key=lambda m: m.name):
+            parts = member.name.split("/")
+            if member.isfile() and len(parts) == 3 and parts[1] == "docs" and parts[2].endswith(".md"):
+                pages[parts[2]] = sdist.extractfile(member).read().decode("utf-8")
     return pages
 
 
@@ -281,6 +313,7 @@ def _pip_files() -> list[Path]:
 SOMNIA_A = QUESTIONS / "somnia_a.jsonl"
 SOMNIA_B = QUESTIONS / "somnia_b.jsonl"
 PIP = QUESTIONS / "pip_docs.jsonl"
+STARLETTE = QUESTIONS / "starlette_docs.jsonl"
 CITEWISE_QUESTIONS = ROOT / "docs" / "questions.jsonl"
 FIXTURE_QUESTIONS = ROOT / "tests" / "fixtures" / "questions.jsonl"
 SQUAD_A = QUESTIONS / "squadlike_a.jsonl"
@@ -317,6 +350,18 @@ SETS: dict[str, QuestionSet] = {
             "questions written from the first half of the Somnia developer docs' pages (alphabetical), asked of "
             "all 161 pages; near-miss unanswerables checked absent from every page",
             lambda: [SOMNIA_A, *_somnia_files()],
+        ),
+        _docs_set(
+            "starlette_docs",
+            "starlette_docs",
+            starlette_pages,
+            STARLETTE,
+            "fit",
+            f"questions a developer asks of Starlette's documentation ({STARLETTE_SDIST.removesuffix('.tar.gz')}'s "
+            "docs/, 25 pages), written from the pages alone, without running Citewise; near-miss unanswerables "
+            "checked absent from every page. Scored once before it was fitted on, by the models fitted without it "
+            "(2026-11-26): 55% right, 20% of the answerable and 68% of the unanswerable refused",
+            lambda: [STARLETTE, DATA / "sources" / STARLETTE_SDIST],
         ),
         _docs_set(
             "somnia_b",
