@@ -662,3 +662,48 @@ def test_a_line_inside_a_quoted_label_line_is_not_quoted_again():
     answer = compose_quote_answer("which rpc url do i use", [(1, network)])
     assert not answer.refused
     assert answer.text.count("backup.orbitron.example/](") == 1
+
+
+OPTIONS = chunk(
+    "## Compression\n\nThe following arguments are supported:\n\n"
+    "* `minimum_size` - Do not compress responses smaller than this size in bytes. Defaults to `500`.\n"
+    "* `level` - The compression level, from 1 to 9. Defaults to `9`. Lower is faster.\n"
+    "* `exclude` - Content types that are never compressed, such as images and archives, because compressing "
+    "them again gains nothing and costs time on every request that asks for one of them. Defaults to a list. "
+    "It can be extended. It can also be replaced by any sequence of strings.\n",
+    "compression.md",
+    chapter="Compression",
+)
+
+
+def test_an_option_item_is_quoted_with_its_default():
+    answer = compose_quote_answer("Below what size are responses not compressed by default?", [(1, OPTIONS)])
+    assert not answer.refused
+    assert "`minimum_size` - Do not compress responses smaller than this size in bytes. Defaults to `500`." in (
+        answer.text
+    )
+    assert answer.text.count("Do not compress responses smaller") == 1  # the item, not the item and its sentence
+
+
+def test_only_short_list_items_of_several_sentences_are_candidates_whole():
+    from citewise.quote.sentences import candidates
+
+    whole = [s.text for s in candidates([(1, OPTIONS)]) if s.step and s.index == -1]
+    assert whole == [
+        "`minimum_size` - Do not compress responses smaller than this size in bytes. Defaults to `500`.",
+        "`level` - The compression level, from 1 to 9. Defaults to `9`. Lower is faster.",
+    ]  # the third item is four sentences long: its sentences stay candidates one by one
+
+
+def test_the_steps_after_a_whole_item_are_not_quoted_twice():
+    steps = chunk(
+        "## Deploy\n\n1. Build the image. Tag it with the release number.\n"
+        "2. Push the image to the registry. Use the `--all-tags` flag.\n"
+        "3. Restart the service so it picks up the new image.\n",
+        "deploy.md",
+        chapter="Deploy",
+    )
+    answer = compose_quote_answer("How do I build the image?", [(1, steps)], max_sentences=6)
+    assert not answer.refused
+    for line in ("Build the image.", "Push the image to the registry.", "Restart the service"):
+        assert answer.text.count(line) == 1, answer.text

@@ -525,13 +525,16 @@ def _steps(top: Sentence, chosen: list[Sentence], chunks, limit: int) -> list[Se
     if not top.step:
         return []
     taken = {s.key for s in chosen}
-    following = [
-        s for s in candidates([chunks[top.slot]]) if s.step and s.start > top.start and (top.slot, s.start) not in taken
-    ]
+    following = sorted(
+        (s for s in candidates([chunks[top.slot]]) if s.step and s.start > top.start and s.key not in taken),
+        key=lambda s: (s.start, -s.end),  # a whole item before its own first sentence
+    )
     out = []
     previous_end = top.end
     text = chunks[top.slot][1].text
     for s in following:
+        if s.start < previous_end:
+            continue  # a sentence of an item already quoted whole
         if len(chosen) + len(out) >= limit:
             break
         between = text[previous_end : s.start]

@@ -10,10 +10,12 @@ import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from citewise.text import FENCE_RE, code_blocks, content_terms, split_sentences
+from citewise.text import FENCE_RE, code_blocks, content_terms, paragraphs, split_sentences
 from citewise.types import ScoredChunk
 
 MIN_SENTENCE_WORDS = 4
+MAX_ITEM_SENTENCES = 3  # a list item of at most this many sentences ...
+MAX_ITEM_WORDS = 60  # ... and words is also a candidate whole
 
 # A sentence that opens by pointing back ("They apply to …", "This means …", "In that case …") says nothing on its
 # own: it is quoted only right after the sentence it points back to.
@@ -250,16 +252,33 @@ def _label_runs(text: str, spans: list[tuple[int, int]]) -> list[tuple[int, int]
     return runs
 
 
+def _whole_items(text: str, spans: list[tuple[int, int]]) -> list[tuple[int, int]]:
+    """Spans of the short list items of `text` made of several sentences ("`minimum_size` - Do not GZip responses
+    smaller than this. Defaults to `500`."): an option's description and its default, a step and its note, are one
+    thing to quote, while the sentences alone would split the default from what it is the default of."""
+    out = []
+    for start, end in paragraphs(text):
+        if not _is_list_item(text, start):
+            continue
+        inside = [s for s in spans if start <= s[0] and s[1] <= end]
+        if 2 <= len(inside) <= MAX_ITEM_SENTENCES and len(text[start:end].split()) <= MAX_ITEM_WORDS:
+            out.append((inside[0][0], inside[-1][1]))
+    return out
+
+
 def candidates(chunks: Sequence[tuple[int, ScoredChunk]], *, code: bool = False) -> list[Sentence]:
-    """Every quotable sentence of `chunks` ((citation number, chunk) pairs), every row of their tables (with its
-    header), every label with its short values under it, and with `code` every whole fenced code block, in reading
-    order."""
+    """Every quotable sentence of `chunks` ((citation number, chunk) pairs), every short list item of several
+    sentences whole, every row of their tables (with its header), every label with its short values under it, and
+    with `code` every whole fenced code block, in reading order."""
     sentences = []
     for slot, (n, chunk) in enumerate(chunks):
         spans = split_sentences(chunk.text)
         for start, end in _label_runs(chunk.text, spans):
             text = chunk.text[start:end]
             sentences.append(Sentence(slot, n, start, end, text, frozenset(content_terms(text)), index=-1, label=True))
+        for start, end in _whole_items(chunk.text, spans):
+            text = chunk.text[start:end]
+            sentences.append(Sentence(slot, n, start, end, text, frozenset(content_terms(text)), index=-1, step=True))
         for start, end, header in table_rows(chunk.text):
             text = chunk.text[start:end]
             sentences.append(
