@@ -4,11 +4,12 @@
 
 For every answerable question of the docs sets quote mode is fitted on (bench/quote_data.py, role "fit",
 distribution "docs"), the passages are retrieved as quote mode retrieves them (`quote.passages` of the search's
-best, the question spelled as the search corrected it) and every candidate quote — sentence, table row, label line,
-code block — gets the ranker's features (`citewise.quote.compose.RANKER_FEATURES`, the hand-weighed relevance among
-them) and a label: whether it holds one of the question's expected strings. A logistic regression (L2, numpy,
-Newton's method) is fitted on them, each set weighing the same and, inside a question, its positive and its negative
-candidates weighing the same, so no set's size and no passage's length decides the model. SQuAD-style and ClapNQ
+best, the question spelled as the search corrected it) and every candidate quote — sentence, short list item
+whole, table row, label line, code block — gets the ranker's features (`citewise.quote.compose.RANKER_FEATURES`,
+the hand-weighed relevance among them) and a label: whether it holds one of the question's expected strings. A
+logistic regression (L2, numpy, Newton's method) is fitted on them, each set weighing the same and, inside a
+question, its positive and its negative candidates weighing the same, so no set's size and no passage's length
+decides the model. SQuAD-style and ClapNQ
 sets are left out: their labels (a gold span, a long-form answer) say little about which sentence of a docs page a
 reader needs, and adding them lowered the leave-one-set-out figures on the docs sets.
 

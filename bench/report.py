@@ -621,7 +621,8 @@ def ranker_section(r: dict | None) -> list[str]:
     return [
         *lines,
         "`bench/fit_quote_ranker.py`: every candidate quote of the passages quote mode reads for an answerable docs "
-        "question (sentences, table rows, label lines, code blocks) labelled by whether it holds an expected string; "
+        "question (sentences, short list items whole, table rows, label lines, code blocks) labelled by whether it "
+        "holds an expected string; "
         "a logistic model over each candidate's hand-weighed relevance, its passage's rank and strength, its form and "
         "what the question's kind wants, fitted on the docs sets marked fitted on (each set and, inside a question, "
         "its positive and negative candidates weighing the same). Share of questions one of whose first k candidates "
