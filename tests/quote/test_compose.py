@@ -707,3 +707,49 @@ def test_the_steps_after_a_whole_item_are_not_quoted_twice():
     assert not answer.refused
     for line in ("Build the image.", "Push the image to the registry.", "Restart the service"):
         assert answer.text.count(line) == 1, answer.text
+
+
+def test_an_item_quoted_whole_is_not_quoted_again_as_the_lead_in_of_its_code_block():
+    gzip = chunk(
+        "## GZip\n\nThe middleware takes one argument:\n\n"
+        "* `minimum_size` - Do not compress responses smaller than this size in bytes. Defaults to `500`.\n\n"
+        "```python\napp.add_middleware(GZipMiddleware, minimum_size=1000)\n```\n",
+        "gzip.md",
+        chapter="GZip",
+    )
+    for question in ("Below what size are responses not compressed by default?", "What size is not compressed?"):
+        answer = compose_quote_answer(question, [(1, gzip)])
+        assert answer.text.count("Defaults to `500`.") == 1, answer.text
+        structured = compose_quote_answer(question, [(1, gzip)], style=AnswerStyle.STRUCTURED)
+        assert structured.text.count("Defaults to `500`.") == 1, structured.text  # not again as "Why It Matters"
+
+
+def test_a_later_step_chosen_whole_is_not_quoted_again_sentence_by_sentence():
+    deploy = chunk(
+        "## Deploy\n\nTo deploy a release:\n\n1. Build the release image with the build command.\n"
+        "2. Push the image to the registry now.\n"
+        "3. Restart the release service on every node. Wait until the release health check passes.\n"
+        "4. Check the logs for errors afterwards.\n",
+        "deploy.md",
+        chapter="Deploy",
+    )
+    for limit in (4, 6):
+        question = "How do I build the release image and restart the release service?"
+        answer = compose_quote_answer(question, [(1, deploy)], max_sentences=limit)
+        assert answer.text.count("Wait until the release health check passes.") == 1, answer.text
+        assert answer.text.count("Build the release image") == 1, answer.text
+
+
+def test_a_corpus_wide_word_inside_a_longer_name_is_not_required():
+    from citewise.quote.compose import missing_anchors
+
+    templates = chunk(
+        "## Context processors\n\nA context processor returns a dictionary merged into the Jinja2 template context.",
+        "templates.md",
+        chapter="Templates > Context processors",
+    )
+    question = analyse("What is a context processor in Starlette's Jinja2 templates?")
+    assert question.anchors == ("Starlette's Jinja2",)
+    about_starlette = Corpus({"starlet": 300})  # every other chunk names the product
+    assert missing_anchors(question, [(1, templates)], {0}, about_starlette) == ()
+    assert missing_anchors(question, [(1, templates)], {0}, Corpus({"starlet": 1})) == ("Starlette's Jinja2",)

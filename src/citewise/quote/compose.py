@@ -524,17 +524,13 @@ def _steps(top: Sentence, chosen: list[Sentence], chunks, limit: int) -> list[Se
     its steps, not as the one step most like the question)."""
     if not top.step:
         return []
-    taken = {s.key for s in chosen}
-    following = sorted(
-        (s for s in candidates([chunks[top.slot]]) if s.step and s.start > top.start and s.key not in taken),
-        key=lambda s: (s.start, -s.end),  # a whole item before its own first sentence
-    )
-    out = []
+    following = [s for s in candidates([chunks[top.slot]]) if s.step and s.start > top.start]  # reading order
+    out: list[Sentence] = []
     previous_end = top.end
     text = chunks[top.slot][1].text
     for s in following:
-        if s.start < previous_end:
-            continue  # a sentence of an item already quoted whole
+        if s.start < previous_end or any(s.overlaps(c) for c in [*chosen, *out]):
+            continue  # a sentence of an item quoted whole, or an item around a sentence already quoted
         if len(chosen) + len(out) >= limit:
             break
         between = text[previous_end : s.start]
@@ -621,7 +617,8 @@ def missing_anchors(
     question: Question, chunks: Sequence[tuple[int, ScoredChunk]], slots: set[int], corpus: CorpusStats | None
 ) -> tuple[str, ...]:
     """The question's anchors that none of the evidence passages (text, title, headings, file name) holds. An
-    anchor most of the corpus holds (the product's name) is the corpus's topic, not the question's: not required."""
+    anchor most of the corpus holds (the product's name) is the corpus's topic, not the question's: not required; nor
+    is such a word inside a longer name ("Starlette's Jinja2" asks for Jinja2 in a corpus about Starlette)."""
     if not question.anchors:
         return ()
     texts = []
@@ -636,8 +633,8 @@ def missing_anchors(
             continue
         if corpus is not None and corpus.chunks:
             words = list(content_terms(anchor)) or [compact(anchor)]
-            held = min(_term_df(w, corpus) for w in words)
-            if held >= max(COMMON_ANCHOR_MIN_CHUNKS, COMMON_ANCHOR_SHARE * corpus.chunks):
+            common = max(COMMON_ANCHOR_MIN_CHUNKS, COMMON_ANCHOR_SHARE * corpus.chunks)
+            if all(w in evidence_terms or _term_df(w, corpus) >= common for w in words):
                 continue
         missing.append(anchor)
     return tuple(missing)
@@ -745,9 +742,10 @@ def _why_sentence(top, chosen, rest, chunks, max_sentences: int) -> Sentence | N
         return None
     if rest:
         return rest[0]
-    taken = {s.key for s in chosen}
     neighbours = [
-        s for s in candidates([chunks[top.slot]]) if (top.slot, s.start) not in taken and not is_navigation(s.text)
+        s
+        for s in candidates([chunks[top.slot]])
+        if not any(s.overlaps(c) for c in chosen) and not is_navigation(s.text)
     ]
     after = [s for s in neighbours if s.start > top.start]
     pick = after[0] if after else (neighbours[-1] if neighbours else None)
@@ -805,7 +803,7 @@ def compose(
             if relevance.get(block.key, 0.0) > relevance.get(chosen[0].key, 1.0):
                 # The command is the answer: it leads, after the sentence that introduces it when there is one.
                 intro = _introducing(block, chunks)
-                chosen = [*([intro] if intro and all(intro.key != s.key for s in chosen) else []), block, *chosen]
+                chosen = [*([intro] if intro and not any(intro.overlaps(s) for s in chosen) else []), block, *chosen]
             else:
                 chosen.append(block)
     # Passages in the order of their best quote (the best sentence's passage first), each in reading order; for a

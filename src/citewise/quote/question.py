@@ -88,6 +88,7 @@ _INTERROGATIVE = (
     r"(?:how|what|what's|which|where|when|why|who|whom|whose|is|are|was|were|can|could|do|does|did|should|"
     r"would|will|may|must|has|have|had|shall|tell|explain|describe|show|list|give)"
 )
+_PREPOSITION = r"(?:since|in|on|at|from|to|for|by|with|under|until|before|after|during|as\s+of)"
 # "Quick question:" / "According to the user guide," / "In Citewise," before the question word itself. Not a
 # condition ("If I delete a file, how …"): its words are part of what is asked.
 _LEAD_CLAUSE_RE = re.compile(
@@ -98,12 +99,15 @@ _LEAD_CLAUSE_RE = re.compile(
 _CONDITION_RE = re.compile(
     rf"^(?:when|whenever|if|once|after|before|while|unless)\s+"
     rf"(?!(?:is|are|was|were|do|does|did|can|could|will|would|should|has|have|had|so)\b)[^?,;:]{{1,160}},\s+"
-    rf"(?={_INTERROGATIVE}\b)",
+    rf"(?=(?:{_PREPOSITION}\s+(?:which|what|whom|whose)|{_INTERROGATIVE})\b)",
     re.I,
 )
-# "Since which release …", "In which file …", "To whom …": the question word after its preposition.
+# "Since which release …", "In which file …", "To whom …": the question word after its preposition. Not an idiom
+# that asks no value ("To what extent …", "For what reason …", "In what order …").
 _PREPOSITION_RE = re.compile(
-    r"^(?:since|in|on|at|from|to|for|by|with|under|until|as\s+of)\s+(?=(?:which|what|whom|whose)\b)", re.I
+    rf"^{_PREPOSITION}\s+(?=(?:which|whom|whose)\b|what\s+(?!(?:extent|reason|purpose|way|ways|order|sense|degree|"
+    r"end|point)\b))",
+    re.I,
 )
 # "… and how do I …", "…, and what is …", "…; where …": a second question joined to the first.
 _PART_SPLIT_RE = re.compile(
@@ -113,7 +117,7 @@ _NUMBER_RE = re.compile(r"(?<![\w.])\d+(?:[.,]\d+)*(?![\w.])")
 _QUOTED_RE = re.compile(r"[\"“‘`]([^\"“”‘’`\n]{2,80})[\"”’`]")
 # Capitalised words that start no sentence and are no question word: names ("Citrus Bowl", "IceDB", "Hardhat").
 _NAME_RE = re.compile(r"(?<![.!?:]\s)(?<!^)\b([A-Z][\w'’-]*(?:\s+(?:of\s+|the\s+|de\s+)?[A-Z][\w'’-]*)*)")
-_POSSESSIVE_RE = re.compile(r"['’]s?(?:\s+|$)")
+_POSSESSIVE_END_RE = re.compile(r"['’]s?$")
 _NOT_NAMES = frozenset(
     {"i", "i'm", "i've", "i'd", "i'll", "ok", "okay", "yes", "no", "please", "thanks", "hi", "hello", "faq", "q", "a"}
 )
@@ -145,8 +149,8 @@ def question_focus(question: str) -> str:
     parts = [p for p in SENTENCE_END_RE.split(question.strip()) if p.strip()]
     asking = [p for p in parts if p.rstrip().endswith("?")]
     focus = " ".join(asking) if asking and len(asking) < len(parts) else question.strip()
-    stripped = _LEAD_CLAUSE_RE.sub("", focus, count=1)
-    stripped = _LEAD_RE.sub("", stripped)
+    stripped = _LEAD_RE.sub("", focus)  # "So if I delete a file, how …": the condition is then seen as one
+    stripped = _LEAD_CLAUSE_RE.sub("", stripped, count=1)
     return stripped if content_terms(stripped) else focus
 
 
@@ -206,12 +210,10 @@ def anchors_of(text: str) -> tuple[str, ...]:
     for match in _NAME_RE.finditer("" if title_case else focus):  # "How Do I Change The Port": no names
         if match.start(1) == 0:
             continue
-        # A possessive ends a name: "Starlette's Jinja2" names Starlette and Jinja2, "Bruno Mars's" Bruno Mars.
-        for piece in _POSSESSIVE_RE.split(match.group(1)):
-            name = piece.strip("'’-")
-            if not name or name.lower() in _NOT_NAMES or name.lower() in STOPWORDS or not content_words(name):
-                continue
-            found.setdefault(name, None)
+        name = _POSSESSIVE_END_RE.sub("", match.group(1)).strip("'’-")  # "Bruno Mars's" names Bruno Mars
+        if not name or name.lower() in _NOT_NAMES or name.lower() in STOPWORDS or not content_words(name):
+            continue
+        found.setdefault(name, None)
     # A name inside a longer anchor ("API" in "CITEWISE_API_KEYS") is not an anchor of its own.
     anchors = list(found)
     return tuple(a for a in anchors if not any(a != b and a in b for b in anchors))
@@ -247,7 +249,9 @@ _EXPECTS = (
     (
         "date",
         re.compile(
-            r"^(?:when|what\s+(?:year|date|day|month|time|century|decade)|in\s+what\s+year|which\s+year)\b", re.I
+            r"^(?:when|since\s+when|what\s+(?:year|date|day|month|time|century|decade)|in\s+what\s+year|"
+            r"which\s+year)\b",
+            re.I,
         ),
     ),
     ("duration", re.compile(r"^how\s+(?:long|often|frequently|soon|quickly)\b", re.I)),

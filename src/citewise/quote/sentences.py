@@ -75,8 +75,13 @@ class Sentence:
         return f"{self.header}\n{self.text}" if self.header else self.text
 
     @property
-    def key(self) -> tuple[int, int]:
-        return (self.slot, self.start)
+    def key(self) -> tuple[int, int, int]:
+        """Its span in its passage: a whole list item and its first sentence start alike and are two candidates."""
+        return (self.slot, self.start, self.end)
+
+    def overlaps(self, other: Sentence) -> bool:
+        """Whether the two quote any of the same text (a sentence inside a list item quoted whole)."""
+        return self.slot == other.slot and self.start < other.end and other.start < self.end
 
 
 def is_anaphoric(text: str) -> bool:
@@ -269,9 +274,11 @@ def _whole_items(text: str, spans: list[tuple[int, int]]) -> list[tuple[int, int
 def candidates(chunks: Sequence[tuple[int, ScoredChunk]], *, code: bool = False) -> list[Sentence]:
     """Every quotable sentence of `chunks` ((citation number, chunk) pairs), every short list item of several
     sentences whole, every row of their tables (with its header), every label with its short values under it, and
-    with `code` every whole fenced code block, in reading order."""
-    sentences = []
+    with `code` every whole fenced code block; passage by passage, each passage's in reading order (a whole item
+    before its own first sentence)."""
+    sentences: list[Sentence] = []
     for slot, (n, chunk) in enumerate(chunks):
+        first = len(sentences)
         spans = split_sentences(chunk.text)
         for start, end in _label_runs(chunk.text, spans):
             text = chunk.text[start:end]
@@ -300,6 +307,7 @@ def candidates(chunks: Sequence[tuple[int, ScoredChunk]], *, code: bool = False)
             for start, end in code_blocks(chunk.text):
                 text = chunk.text[start:end]
                 sentences.append(Sentence(slot, n, start, end, text, frozenset(code_terms(text)), code=True))
+        sentences[first:] = sorted(sentences[first:], key=lambda s: (s.start, -s.end))
     return sentences
 
 
