@@ -9,9 +9,8 @@
    "fit" — Citewise's own docs, the test fixtures' docs, ClapNQ, the Somnia FAQ — each set weighing the same and,
    inside a set, each class (answerable / unanswerable) weighing the same, so no set's size or class balance
    decides the model. One sample per part of a question.
-3. Chooses the threshold on the fit sets only: the highest mean over fit sets of balanced accuracy (answered
-   answerable questions right + refused unanswerable), among thresholds that refuse at most 10% of the answerable
-   questions of the docs sets it was fitted on, taken together.
+3. Chooses the threshold on the fit sets only: the highest one that refuses at most 10% of the answerable
+   questions of the docs sets it was fitted on, taken together (refuse as much as that budget allows).
 4. Judges it on the held-out sets (role "judge": questions written from the Somnia docs, the same questions after
    their answering pages were removed, SQuAD-style adversarial questions) it never saw, and reports leave-one-set-out
    figures for every fit set too (fitted and thresholded without that set).
@@ -159,28 +158,21 @@ def as_run(rows: list[dict]) -> dict:
     return out
 
 
-def balanced(fig: dict) -> float:
-    parts = []
-    if fig.get("answerable"):
-        parts.append(fig["right"] + fig["wrong"])  # answered
-    if fig.get("unanswerable"):
-        parts.append(fig["refused_unanswerable"])
-    return sum(parts) / len(parts)
-
-
 def choose_threshold(data: dict[str, list[dict]], weights: np.ndarray, intercept: float) -> float:
-    best = (-1.0, 0.5)
+    """The highest threshold that refuses at most DOCS_MAX_REFUSED of the fit docs sets' answerable questions, taken
+    together: correctness first, within the refusal budget. Raising the threshold only adds refusals. The rule
+    before took the best mean balanced accuracy within the budget, which rises with the threshold over this range
+    but not smoothly: it once chose 0.23 over 0.26 for a difference of 0.003, a couple of questions."""
+    chosen = 0.05
     for threshold in np.round(np.arange(0.05, 0.96, 0.01), 2):
         figs = {name: figures(rows, weights, intercept, threshold) for name, rows in data.items()}
         docs = [f for name, f in figs.items() if quote_data.SETS[name].distribution == "docs" and f.get("answerable")]
         asked = sum(f["answerable"] for f in docs)
         refused = sum(f["refused_answerable"] * f["answerable"] for f in docs)
         if asked and refused / asked > DOCS_MAX_REFUSED:
-            continue
-        score = float(np.mean([balanced(f) for f in figs.values()]))
-        if score > best[0] + 1e-9:
-            best = (score, float(threshold))
-    return best[1]
+            break
+        chosen = float(threshold)
+    return chosen
 
 
 def document() -> None:
