@@ -139,7 +139,16 @@ def _starlette_sdist() -> Path:
     if not path.is_file():
         path.parent.mkdir(parents=True, exist_ok=True)
         version = STARLETTE_SDIST.removeprefix("starlette-").removesuffix(".tar.gz")
-        pip = [sys.executable, "-m", "pip", "download", f"starlette=={version}", "--no-binary", ":all:", "--no-deps"]
+        pip = [
+            sys.executable,
+            "-m",
+            "pip",
+            "download",
+            f"starlette=={version}",
+            "--no-binary",
+            "starlette",
+            "--no-deps",
+        ]
         subprocess.run([*pip, "-d", str(path.parent)], check=True)
     if hashlib.sha256(path.read_bytes()).hexdigest() != STARLETTE_SHA256:
         raise SystemExit(f"{path} does not match its pinned sha256: delete it and run again")

@@ -124,8 +124,9 @@ class RetrievalSettings(BaseModel):
         ge=0,
         le=10,
         description=(
-            "A hybrid search keeps the BM25 list's best chunk within its first this many results (0: off): a passage "
-            "that holds the question's exact words but embeds poorly (a table, a list of values) isn't fused away."
+            "A hybrid search keeps the BM25 list's best chunk within its first this many results (0 or 1: off): a "
+            "passage that holds the question's exact words but embeds poorly (a table, a list of values) isn't fused "
+            "away."
         ),
     )
     cache_size: int = Field(1024, ge=0, description="Retrieval results kept in the in-memory cache (0 disables).")
