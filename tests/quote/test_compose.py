@@ -565,6 +565,7 @@ def test_a_chain_of_pointing_back_is_quoted_from_its_start():
         "In that case the answer is refused.",
         "**It** never calls a model.",
         "Both modes share the index.",
+        "Defaults to `9`.",  # an option's default, with the option before it
     ],
 )
 def test_pointing_back_is_recognised(text):
@@ -670,7 +671,8 @@ OPTIONS = chunk(
     "* `level` - The compression level, from 1 to 9. Defaults to `9`. Lower is faster.\n"
     "* `exclude` - Content types that are never compressed, such as images and archives, because compressing "
     "them again gains nothing and costs time on every request that asks for one of them. Defaults to a list. "
-    "It can be extended. It can also be replaced by any sequence of strings.\n",
+    "It can be extended with more types or replaced by any sequence of strings, and it is read once at start-up, "
+    "so a change to it takes effect only when the application is started again by its process manager.\n",
     "compression.md",
     chapter="Compression",
 )
@@ -692,7 +694,7 @@ def test_only_short_list_items_of_several_sentences_are_candidates_whole():
     assert whole == [
         "`minimum_size` - Do not compress responses smaller than this size in bytes. Defaults to `500`.",
         "`level` - The compression level, from 1 to 9. Defaults to `9`. Lower is faster.",
-    ]  # the third item is four sentences long: its sentences stay candidates one by one
+    ]  # the third item is over 60 words long: its sentences stay candidates one by one
 
 
 def test_the_steps_after_a_whole_item_are_not_quoted_twice():

@@ -14,14 +14,15 @@ from citewise.text import FENCE_RE, code_blocks, content_terms, paragraphs, spli
 from citewise.types import ScoredChunk
 
 MIN_SENTENCE_WORDS = 4
-MAX_ITEM_SENTENCES = 3  # a list item of at most this many sentences ...
+MAX_ITEM_SENTENCES = 4  # a list item of at most this many sentences ...
 MAX_ITEM_WORDS = 60  # ... and words is also a candidate whole
 
 # A sentence that opens by pointing back ("They apply to …", "This means …", "In that case …") says nothing on its
 # own: it is quoted only right after the sentence it points back to.
 _ANAPHORIC_RE = re.compile(
     r"^[\"'“‘(\[*_]*(?:(?:they|it|its|it's|this|these|those|that|that's|such|both|them|their|he|she|his|her)\b"
-    r"|in (?:that|this|such|either|both) cases?\b|the (?:latter|former|above)\b)",
+    r"|in (?:that|this|such|either|both) cases?\b|the (?:latter|former|above)\b"
+    r"|defaults? to\b)",  # "Defaults to `9`." in an option's description: the default of what came before
     re.I,
 )
 # A sentence that only points elsewhere ("See [Asking questions](answers.md) for how …", "For more, see …",
