@@ -163,10 +163,11 @@ def choose_threshold(data: dict[str, list[dict]], weights: np.ndarray, intercept
     together: correctness first, within the refusal budget. Raising the threshold only adds refusals. The rule
     before took the best mean balanced accuracy within the budget, which rises with the threshold over this range
     but not smoothly: it once chose 0.23 over 0.26 for a difference of 0.003, a couple of questions."""
+    docs_sets = {name: rows for name, rows in data.items() if quote_data.SETS[name].distribution == "docs"}
     chosen = 0.05
     for threshold in np.round(np.arange(0.05, 0.96, 0.01), 2):
-        figs = {name: figures(rows, weights, intercept, threshold) for name, rows in data.items()}
-        docs = [f for name, f in figs.items() if quote_data.SETS[name].distribution == "docs" and f.get("answerable")]
+        figs = [figures(rows, weights, intercept, threshold) for rows in docs_sets.values()]
+        docs = [f for f in figs if f.get("answerable")]
         asked = sum(f["answerable"] for f in docs)
         refused = sum(f["refused_answerable"] * f["answerable"] for f in docs)
         if asked and refused / asked > DOCS_MAX_REFUSED:

@@ -89,15 +89,14 @@ _INTERROGATIVE = (
     r"would|will|may|must|has|have|had|shall|tell|explain|describe|show|list|give)"
 )
 _PREPOSITION = r"(?:since|in|on|at|from|to|for|by|with|under|until|before|after|during|as\s+of)"
+_CONDITION = r"(?:when|whenever|if|once|after|before|while|unless)"  # the words a condition opens with
 # "Quick question:" / "According to the user guide," / "In Citewise," before the question word itself. Not a
 # condition ("If I delete a file, how …"): its words are part of what is asked.
-_LEAD_CLAUSE_RE = re.compile(
-    rf"^(?!(?:when|whenever|if|once|after|before|while|unless)\b)[^,:;?]{{1,60}}[,:;]\s+(?={_INTERROGATIVE}\b)", re.I
-)
+_LEAD_CLAUSE_RE = re.compile(rf"^(?!{_CONDITION}\b)[^,:;?]{{1,60}}[,:;]\s+(?={_INTERROGATIVE}\b)", re.I)
 # "When a user lacks the scopes, what status …", "If I delete a file, do I …": a condition before the question itself,
 # which is what says the question's kind ("When" here asks for no date). Not "When was …", "If so, …" stays whole.
 _CONDITION_RE = re.compile(
-    rf"^(?:when|whenever|if|once|after|before|while|unless)\s+"
+    rf"^{_CONDITION}\s+"
     rf"(?!(?:is|are|was|were|do|does|did|can|could|will|would|should|has|have|had|so)\b)[^?,;:]{{1,160}},\s+"
     rf"(?=(?:{_PREPOSITION}\s+(?:which|what|whom|whose)|{_INTERROGATIVE})\b)",
     re.I,
