@@ -230,3 +230,12 @@ def test_determinism_hashes_are_stable_and_sensitive():
     assert determinism(payload, "Port 7433 [1].", citations, ExitReason.MAX_TURNS_REACHED) != first
     changed = determinism({**payload, "question": "Which port? "}, "Port 7433 [1].", citations, "COMPLETED")
     assert changed.input_hash != first.input_hash and changed.output_hash == first.output_hash
+
+
+def test_a_table_row_quoted_under_its_distant_header_is_found_row_by_row():
+    source = chunk("| Setting | Default |\n|---|---|\n| `port` | 8000 |\n| `host` | 127.0.0.1 |\n| `workers` | 4 |\n")
+    text = "| Setting | Default |\n|---|---|\n| `workers` | 4 |\n[1]"
+    _, citations = ground(text, {1: source})
+    quoted = [source.text[start:end] for start, end in citations[0].quote_spans]
+    assert quoted == ["| Setting | Default |", "| `workers` | 4 |"]
+    assert citations[0].snippet.startswith("| `workers` | 4 |")  # the row, not its header

@@ -665,6 +665,52 @@ def test_a_line_inside_a_quoted_label_line_is_not_quoted_again():
     assert answer.text.count("backup.orbitron.example/](") == 1
 
 
+NETWORKS = chunk(
+    "## Networks\n\nOrbitron runs two public networks.\n\n"
+    "Network\n\nMainnet\n\nTestnet\n\n"
+    "Network ID\n\n7433\n\n74330\n\n"
+    "Explorer\n\n<https://explorer.orbitron.example>\n\n<https://test.orbitron.example>\n\n"
+    "Symbol\n\nORB\n\ntORB\n\n"
+    "RPC\n\n<https://rpc.orbitron.example>\n\n<https://rpc.test.orbitron.example>\n\n"
+    "Faucet\n\n<https://faucet.orbitron.example>\n",
+    "networks.md",
+    chapter="Networks",
+)
+
+
+def test_a_row_of_a_flattened_table_is_quoted_under_its_header():
+    # A table converted to text (one cell per line, as scraped docs sites leave them): "7433 / 74330" alone doesn't
+    # say which network each ID belongs to.
+    answer = compose_quote_answer("What is the mainnet network ID?", [(1, NETWORKS)])
+    assert not answer.refused
+    assert "| Network | Mainnet | Testnet |\n| --- | --- | --- |\n| Network ID | 7433 | 74330 |\n[1]" in answer.text
+    sources = dict([(1, NETWORKS)])
+    _, citations = ground(answer.text, sources)
+    quoted = [NETWORKS.text[start:end] for start, end in citations[0].quote_spans]
+    assert "Network ID\n\n7433\n\n74330" in quoted and "Network\n\nMainnet\n\nTestnet" in quoted
+
+
+def test_only_rows_with_a_cell_under_every_header_get_it():
+    from citewise.quote.sentences import candidates
+
+    labels = {s.text.split("\n")[0]: s.header.split("\n")[0] for s in candidates([(1, NETWORKS)]) if s.label}
+    assert labels["Network ID"] == labels["Explorer"] == "| Network | Mainnet | Testnet |"
+    # the table goes on past a row with no value in it ("Symbol / ORB / tORB" is no label run of its own) ...
+    assert labels["RPC"] == "| Network | Mainnet | Testnet |"
+    # ... but a row that lost a cell can't say which column its value is in; and a header is no label
+    assert labels["Faucet"] == "" and "Network" not in labels and "Testnet" not in labels
+
+
+def test_label_runs_without_a_header_row_stay_plain():
+    from citewise.quote.sentences import candidates
+
+    text = "## Limits\n\nThe service has two limits.\n\nMax upload\n\n10 MB\n\n20 MB\n\nTimeout\n\n30 s\n\n60 s\n"
+    # the paragraphs above the first run are a sentence and a heading, not column names
+    labels = [s for s in candidates([(1, chunk(text, "limits.md"))]) if s.label]
+    assert labels and all(s.header == "" for s in labels)
+    assert labels[0].rendered() == "Max upload\n\n10 MB\n\n20 MB"
+
+
 OPTIONS = chunk(
     "## Compression\n\nThe following arguments are supported:\n\n"
     "* `minimum_size` - Do not compress responses smaller than this size in bytes. Defaults to `500`.\n"

@@ -198,7 +198,7 @@ def _quote_spans(chunk_text: str, answer: str, own_claims: list[str]) -> tuple[l
         if len(claim) < MIN_QUOTED_SPAN:
             continue
         span = find_span(chunk_text, claim)
-        parts = [claim] if span else claim_sentences(claim)
+        parts = [claim] if span else (_table_rows(claim) or claim_sentences(claim))
         for part in parts:
             part_span = span if span else (find_span(chunk_text, part) if len(part) >= MIN_QUOTED_SPAN else None)
             if part_span:
@@ -209,6 +209,26 @@ def _quote_spans(chunk_text: str, answer: str, own_claims: list[str]) -> tuple[l
         if span:
             spans.append(span)
     return sorted(set(spans)), first_sentence
+
+
+_TABLE_LINE_RE = re.compile(r"^\s*\|.*\|\s*$")
+_TABLE_SEPARATOR_RE = re.compile(r"^[\s|:-]+$")
+
+
+def _table_rows(claim: str) -> list[str]:
+    """A quoted table's rows, each as it is written and as the words of its cells: a row quoted under a header that
+    stands elsewhere in the passage, or a flattened table (one cell per line in the source) quoted as a markdown
+    table, is found row by row."""
+    lines = claim.splitlines()
+    if not lines or not all(_TABLE_LINE_RE.match(line) for line in lines):
+        return []
+    rows = []
+    for line in reversed(lines):  # the row first, its header after: the row is what the snippet should show
+        if _TABLE_SEPARATOR_RE.match(line):
+            continue
+        cells = [c.strip().replace("\\|", "|") for c in re.split(r"(?<!\\)\|", line.strip().strip("|"))]
+        rows += [line.strip(), " ".join(c for c in cells if c)]
+    return rows
 
 
 def _snippet(text: str) -> str:

@@ -439,8 +439,7 @@ def select(
         return any(
             jaccard(sentence.terms, c.terms) >= REDUNDANCY_JACCARD
             or sentence.text.strip() == c.text.strip()
-            or (sentence.slot == c.slot and c.start <= sentence.start and sentence.end <= c.end)  # inside a label line
-            or (sentence.slot == c.slot and sentence.start <= c.start and c.end <= sentence.end)  # or a row around it
+            or sentence.overlaps(c)  # inside a label line or list item taken whole, around one, or sharing a cell
             for c in chosen
         )
 

@@ -65,7 +65,8 @@ class Sentence:
     index: int = 0  # position among its chunk's sentences (reading order)
     step: bool = False  # a list item ("- …", "1. …"): a step of a procedure or an item of a list
     header: str = ""  # a table row: its table's header and separator lines, quoted above it
-    label: bool = False  # a short label line with the short value lines under it ("Chain ID / 5031 / 50312")
+    label: bool = False  # a short label line with the short value lines under it ("Chain ID / 5031 / 50312"); with
+    # a header, a row of a flattened table, quoted as a markdown table row under it
 
     @property
     def block(self) -> bool:
@@ -73,6 +74,8 @@ class Sentence:
         return self.code or bool(self.header)
 
     def rendered(self) -> str:
+        if self.label and self.header:
+            return f"{self.header}\n{label_row(self.text)}"
         return f"{self.header}\n{self.text}" if self.header else self.text
 
     @property
@@ -235,27 +238,91 @@ def is_fragment(sentence: Sentence) -> bool:
     return len(text.split()) <= 7 and not re.search(r"[.!?:;]['\")\]*_]*$", text) and not values(text)
 
 
-def _label_runs(text: str, spans: list[tuple[int, int]]) -> list[tuple[int, int]]:
-    """Spans from a short label paragraph ("Chain ID") through the one or two short value paragraphs right under it
-    ("5031", "50312"): how definition lists and flattened tables read once converted to text."""
-    runs = []
+def _label_runs(text: str, spans: list[tuple[int, int]]) -> list[tuple[int, int, str]]:
+    """(start, end, header) of the spans from a short label paragraph ("Chain ID") through the one or two short value
+    paragraphs right under it ("5031", "50312"): how definition lists and flattened tables read once converted to
+    text. When such runs follow one another under as many short header paragraphs ("Network / Mainnet /
+    Testnet"), they are a table's rows, and each run with a cell under every header gets the header (as markdown
+    table lines) to be quoted with: "5031" alone doesn't say which network it is the chain ID of."""
+    runs: list[list[int]] = []  # indices into spans: the label, then its values
     for i, (start, end) in enumerate(spans):
         label = text[start:end]
         # A label may name a version or an identifier ("EntryPoint v0.7"); a line that is only a value labels nothing.
         if len(label.split()) > 5 or label.rstrip().endswith((".", "!", "?", ":")) or _pure_value(label):
             continue
-        following = []
-        for next_start, next_end in spans[i + 1 : i + 3]:
+        following: list[int] = []
+        for j in range(i + 1, min(i + 3, len(spans))):
+            next_start, next_end = spans[j]
             value = text[next_start:next_end]
-            between = text[end if not following else following[-1][1] : next_start]
+            between = text[end if not following else spans[following[-1]][1] : next_start]
             if len(value.split()) > 6 or between.count("\n") > 3 or not _short_value(value):
                 break
             if _LINK_RE.search(value) and not _pure_value(value):
                 break  # a link to a page ("1. [Developer](/developer)", a breadcrumb) is no value; an address is
-            following.append((next_start, next_end))
+            following.append(j)
         if following:
-            runs.append((start, following[-1][1]))
-    return runs
+            runs.append([i, *following])
+    headers: dict[int, str] = {}
+    header_cells: set[int] = set()
+    ends: dict[int, str] = {}  # the last cell of each run -> the header its row was given ("" none)
+    k = 0
+    while k < len(runs):
+        group = [k]
+        while group[-1] + 1 < len(runs) and _adjacent(text, spans, runs[group[-1]][-1], runs[group[-1] + 1][0]):
+            group.append(group[-1] + 1)
+        width = len(runs[k])
+        head = list(range(runs[k][0] - width, runs[k][0]))
+        header = ""
+        if width >= 3 and head[0] >= 0 and all(_adjacent(text, spans, h, h + 1) for h in head):
+            before = head[0] - 1
+            if before in ends and _adjacent(text, spans, before, head[0]):
+                # The cells above are a row with no value in it ("Symbol / SOMI / STT") right under another row:
+                # the same table goes on, under the header it began with.
+                header = ends[before] if ends[before].count("---") == width else ""
+            elif (
+                len(group) >= 2
+                and all(_header_cell(text[spans[h][0] : spans[h][1]]) for h in head)
+                and all(_cell(text[spans[c][0] : spans[c][1]]) for g in group for c in runs[g])
+            ):
+                header = _markdown_row([text[spans[h][0] : spans[h][1]] for h in head])
+                header += "\n|" + " --- |" * width
+                header_cells.update(head)
+        for g in group:
+            if header and len(runs[g]) == width:
+                headers[g] = header
+            ends[runs[g][-1]] = headers.get(g, "")
+        k = group[-1] + 1
+    # A header cell is no label: "**Proxy (read-only)** / USDC / USD / 0x4b74…" would pair a column's name with the
+    # first row's cells.
+    return [
+        (spans[cells[0]][0], spans[cells[-1]][1], headers.get(r, ""))
+        for r, cells in enumerate(runs)
+        if cells[0] not in header_cells
+    ]
+
+
+def _adjacent(text: str, spans: list[tuple[int, int]], i: int, j: int) -> bool:
+    """Span j is the paragraph right after span i: only a paragraph break between them."""
+    return j == i + 1 and j < len(spans) and not text[spans[i][1] : spans[j][0]].strip()
+
+
+def _cell(text: str) -> bool:
+    """A table cell, not a sentence: a few words or a value, no full stop."""
+    return 0 < len(text.split()) <= 6 and not text.rstrip().endswith((".", "!", "?", ":", ";", ","))
+
+
+def _header_cell(text: str) -> bool:
+    """A column's name: a cell of at most five words that is no value and no link."""
+    return _cell(text) and len(text.split()) <= 5 and not _pure_value(text) and not _LINK_RE.search(text)
+
+
+def _markdown_row(cells: Sequence[str]) -> str:
+    return "| " + " | ".join(" ".join(c.split()).replace("|", "\\|") for c in cells) + " |"
+
+
+def label_row(text: str) -> str:
+    """A label run's paragraphs as one markdown table row ("Chain ID", "5031" → "| Chain ID | 5031 |")."""
+    return _markdown_row([cell for cell in re.split(r"\n\s*\n", text) if cell.strip()])
 
 
 def _whole_items(text: str, spans: list[tuple[int, int]]) -> list[tuple[int, int]]:
@@ -281,9 +348,10 @@ def candidates(chunks: Sequence[tuple[int, ScoredChunk]], *, code: bool = False)
     for slot, (n, chunk) in enumerate(chunks):
         first = len(sentences)
         spans = split_sentences(chunk.text)
-        for start, end in _label_runs(chunk.text, spans):
+        for start, end, header in _label_runs(chunk.text, spans):
             text = chunk.text[start:end]
-            sentences.append(Sentence(slot, n, start, end, text, frozenset(content_terms(text)), index=-1, label=True))
+            terms = frozenset(content_terms(text))
+            sentences.append(Sentence(slot, n, start, end, text, terms, index=-1, header=header, label=True))
         for start, end in _whole_items(chunk.text, spans):
             text = chunk.text[start:end]
             sentences.append(Sentence(slot, n, start, end, text, frozenset(content_terms(text)), index=-1, step=True))
