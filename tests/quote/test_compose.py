@@ -701,6 +701,17 @@ def test_only_rows_with_a_cell_under_every_header_get_it():
     assert labels["Faucet"] == "" and "Network" not in labels and "Testnet" not in labels
 
 
+def test_a_row_without_values_is_no_header_where_the_chunking_cut_the_table():
+    from citewise.quote.sentences import candidates
+
+    # The passage begins inside the table: a value left from a row whose label is in the previous chunk, then a
+    # row with no value in it. "Symbol / ORB / tORB" is a row, not the column names.
+    cut = NETWORKS.text[NETWORKS.text.index("<https://test.orbitron") :]
+    labels = [s for s in candidates([(1, chunk(cut, "networks.md"))]) if s.label]
+    assert [s.text.split("\n")[0] for s in labels] == ["RPC", "Faucet"]
+    assert all(s.header == "" for s in labels)
+
+
 def test_label_runs_without_a_header_row_stay_plain():
     from citewise.quote.sentences import candidates
 

@@ -281,10 +281,17 @@ def _label_runs(text: str, spans: list[tuple[int, int]]) -> list[tuple[int, int,
                 header = ends[before] if ends[before].count("---") == width else ""
             elif (
                 len(group) >= 2
-                and all(_header_cell(text[spans[h][0] : spans[h][1]]) for h in head)
-                and all(_cell(text[spans[c][0] : spans[c][1]]) for g in group for c in runs[g])
+                # Something that is no cell stands above the header: a row that opens the passage, or that follows
+                # a value left from a row cut by the chunking ("…/ <https://…> / Symbol / SOMI / STT"), may be any
+                # row of a table whose header is elsewhere.
+                and text[: spans[head[0]][0]].strip()
+                and not (
+                    before >= 0 and _adjacent(text, spans, before, head[0]) and _value_cell(_at(text, spans, before))
+                )
+                and all(_header_cell(_at(text, spans, h)) for h in head)
+                and all(_cell(_at(text, spans, c)) for g in group for c in runs[g])
             ):
-                header = _markdown_row([text[spans[h][0] : spans[h][1]] for h in head])
+                header = _markdown_row([_at(text, spans, h) for h in head])
                 header += "\n|" + " --- |" * width
                 header_cells.update(head)
         for g in group:
@@ -301,6 +308,10 @@ def _label_runs(text: str, spans: list[tuple[int, int]]) -> list[tuple[int, int,
     ]
 
 
+def _at(text: str, spans: list[tuple[int, int]], i: int) -> str:
+    return text[spans[i][0] : spans[i][1]]
+
+
 def _adjacent(text: str, spans: list[tuple[int, int]], i: int, j: int) -> bool:
     """Span j is the paragraph right after span i: only a paragraph break between them."""
     return j == i + 1 and j < len(spans) and not text[spans[i][1] : spans[j][0]].strip()
@@ -309,6 +320,10 @@ def _adjacent(text: str, spans: list[tuple[int, int]], i: int, j: int) -> bool:
 def _cell(text: str) -> bool:
     """A table cell, not a sentence: a few words or a value, no full stop."""
     return 0 < len(text.split()) <= 6 and not text.rstrip().endswith((".", "!", "?", ":", ";", ","))
+
+
+def _value_cell(text: str) -> bool:
+    return _cell(text) and _short_value(text)
 
 
 def _header_cell(text: str) -> bool:
