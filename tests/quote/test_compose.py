@@ -812,3 +812,51 @@ def test_a_corpus_wide_word_inside_a_longer_name_is_not_required():
     about_starlette = Corpus({"starlet": 300})  # every other chunk names the product
     assert missing_anchors(question, [(1, templates)], {0}, about_starlette) == ()
     assert missing_anchors(question, [(1, templates)], {0}, Corpus({"starlet": 1})) == ("Starlette's Jinja2",)
+
+
+PLUGINS = [
+    (
+        1,
+        chunk(
+            "[GitHub](https://github.com/example/lambdactl)\n\nServerless adapter that runs Orbitron on AWS Lambda.",
+            "plugins.md",
+            chapter="Plugins > Lambdactl",
+        ),
+    ),
+    (
+        2,
+        chunk(
+            "Send your API token in the `X-Orbitron-Token` header. Orbitron runs the workers as separate processes.",
+            "auth.md",
+            dense=0.5,
+            chapter="Security > Authentication",
+        ),
+    ),
+]
+PLUGIN_CORPUS = Corpus({"lambdactl": 1, "authentication": 1})
+
+
+def test_a_plugin_is_named_by_its_section_when_the_question_asks_for_a_name():
+    # A page of plugins gives each a heading and a line about it: the line alone doesn't say which plugin it is.
+    answer = compose_quote_answer("Which package runs Orbitron on AWS Lambda?", PLUGINS, corpus=PLUGIN_CORPUS)
+    assert not answer.refused
+    assert answer.text.startswith("**Lambdactl**: Serverless adapter that runs Orbitron on AWS Lambda. [1]")
+    _, citations = ground(answer.text, dict(PLUGINS))
+    source = PLUGINS[0][1].text
+    assert [source[a:b] for a, b in citations[0].quote_spans] == [
+        "Serverless adapter that runs Orbitron on AWS Lambda."
+    ]
+
+
+def test_a_section_name_is_not_quoted_where_it_adds_nothing():
+    # the question asks for no name
+    answer = compose_quote_answer("How does Orbitron run on AWS Lambda?", PLUGINS, corpus=PLUGIN_CORPUS)
+    assert "**Lambdactl**" not in answer.text
+    # a sentence that states the value asked for is the answer as it is; and a name most of the corpus holds is a
+    # topic, not a thing's name
+    for corpus in (PLUGIN_CORPUS, Corpus({"lambdactl": 1})):
+        answer = compose_quote_answer("Which header carries the API token?", PLUGINS, corpus=corpus)
+        assert "Send your API token in the `X-Orbitron-Token` header." in answer.text
+        assert "**Authentication**" not in answer.text
+    answer = compose_quote_answer("Which package runs Orbitron on AWS Lambda?", PLUGINS, corpus=Corpus({}))
+    assert "**Lambdactl**" not in answer.text

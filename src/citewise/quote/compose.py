@@ -18,7 +18,7 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from citewise.quote.decide import Signals, Verdict
 from citewise.quote.question import Question, QuestionKind
@@ -505,6 +505,39 @@ def select(
     return chosen, rest, blocks
 
 
+_THERE_RE = re.compile(r"^(?:is|are)\s+there\b", re.I)
+_NUMBER_RE = re.compile(r"(?<![\w.])\d")
+_LINK_URL_RE = re.compile(r"\]\([^)\s]*\)|https?://\S+")
+
+
+def _asks_for_a_name(question: Question) -> bool:
+    return (
+        question.kind in (QuestionKind.ENTITY, QuestionKind.LIST)
+        or question.expects in ("name", "name_or_value")
+        or bool(question.kind == QuestionKind.YES_NO and _THERE_RE.match(question.focus))
+    )
+
+
+def _titled(sentence: Sentence, chunks, question: Question, corpus: CorpusStats | None) -> Sentence:
+    """`sentence` with the name of its section before it, when the question asks for a name ("Which package deploys
+    to AWS Lambda?") and the sentence describes the thing its section is named after without naming it: a page of
+    plugins or integrations gives each one a heading ("Mangum") and a line about it ("Serverless ASGI adapter for
+    AWS Lambda & API Gateway."). The name must be short and rare in the corpus (a thing's name, not "Usage")."""
+    if sentence.code or sentence.block or sentence.label or sentence.title or corpus is None or not corpus.chunks:
+        return sentence
+    name = (chunks[sentence.slot][1].chapter or "").rsplit(" > ", 1)[-1].strip().strip("`*_ ")
+    words = content_terms(name)
+    if not name or not words or len(name.split()) > 4 or re.search(r"[.!?:;,]", name):
+        return sentence
+    if name.lower() in sentence.text.lower() or name.lower() in question.focus.lower():
+        return sentence
+    if "`" in sentence.text or _NUMBER_RE.search(_LINK_URL_RE.sub("", sentence.text)):
+        return sentence  # it states a value ("listens on port 7433", "in the `X-Token` header"): that is the answer
+    if any(_term_df(w, corpus) > max(2, RARE_SHARE * corpus.chunks) for w in words):
+        return sentence
+    return replace(sentence, title=name)
+
+
 def _lead_with_answer(chosen: list[Sentence], question: Question, chunks) -> list[Sentence]:
     """For a value or definition question, the sentence that holds the value (defines the subject) first."""
     if question.kind == QuestionKind.VALUE:
@@ -781,6 +814,11 @@ def compose(
     if not chosen:
         return _refuse("The only relevant sentences introduce material the passages don't include.")
     chosen = _lead_with_answer(chosen, question, chunks)
+    if _asks_for_a_name(question):  # the name once per passage, before its first quoted sentence
+        first = {}
+        for s in sorted(chosen, key=lambda s: s.start, reverse=True):
+            first[s.slot] = s.key
+        chosen = [_titled(s, chunks, question, corpus) if first[s.slot] == s.key else s for s in chosen]
     top = chosen[0]
     prose_chosen = [s for s in chosen if not s.block]
     pointers = (
@@ -818,7 +856,7 @@ def compose(
     if structured:
         why = _why_sentence(top, chosen, rest, chunks, max_sentences)
         lines = [f"## {_topic(question, chunks[top.slot][1])}", "", "### Key Points", ""]
-        lines += [f"- {s.text} [{s.n}]" for s in ordered]
+        lines += [f"- {s.rendered() if s.title else s.text} [{s.n}]" for s in ordered]
         lines += ["", "### Why It Matters", ""]
         lines += [f"{why.text} [{why.n}]"] if why else []
         text = "\n".join(lines).rstrip()
@@ -834,9 +872,9 @@ def compose(
             if s.block:  # a code block or table stands alone, its marker on the line after it
                 paragraphs.append(f"{s.rendered()}\n[{s.n}]")
             elif s.step:
-                line.append(f"- {s.text} [{s.n}]") if not line else line.append(f"\n- {s.text} [{s.n}]")
+                line.append(f"- {s.rendered()} [{s.n}]") if not line else line.append(f"\n- {s.rendered()} [{s.n}]")
             else:
-                line.append(f"{s.text} [{s.n}]")
+                line.append(f"{s.rendered()} [{s.n}]")
             previous = s
         paragraphs += [" ".join(line)] if line else []
         text = "\n\n".join(p.replace(" \n- ", "\n- ") for p in paragraphs)

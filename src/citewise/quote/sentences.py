@@ -67,6 +67,7 @@ class Sentence:
     header: str = ""  # a table row: its table's header and separator lines, quoted above it
     label: bool = False  # a short label line with the short value lines under it ("Chain ID / 5031 / 50312"); with
     # a header, a row of a flattened table, quoted as a markdown table row under it
+    title: str = ""  # the name of the section it describes, quoted before it ("**Mangum**: Serverless ASGI adapter …")
 
     @property
     def block(self) -> bool:
@@ -74,6 +75,8 @@ class Sentence:
         return self.code or bool(self.header)
 
     def rendered(self) -> str:
+        if self.title:
+            return f"**{self.title}**: {self.text}"
         if self.label and self.header:
             return f"{self.header}\n{label_row(self.text)}"
         return f"{self.header}\n{self.text}" if self.header else self.text
