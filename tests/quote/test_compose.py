@@ -846,6 +846,10 @@ def test_a_plugin_is_named_by_its_section_when_the_question_asks_for_a_name():
     assert [source[a:b] for a, b in citations[0].quote_spans] == [
         "Serverless adapter that runs Orbitron on AWS Lambda."
     ]
+    named = compose_quote_answer(
+        "What is the name of the package that runs Orbitron on AWS Lambda?", PLUGINS, corpus=PLUGIN_CORPUS
+    )
+    assert named.text.startswith("**Lambdactl**: ")
 
 
 def test_a_section_name_is_not_quoted_where_it_adds_nothing():
@@ -860,3 +864,33 @@ def test_a_section_name_is_not_quoted_where_it_adds_nothing():
         assert "**Authentication**" not in answer.text
     answer = compose_quote_answer("Which package runs Orbitron on AWS Lambda?", PLUGINS, corpus=Corpus({}))
     assert "**Lambdactl**" not in answer.text
+
+
+def test_value_less_rows_between_the_header_and_the_first_row_are_climbed_over():
+    from citewise.quote.sentences import candidates
+
+    text = (
+        "Two networks.\n\nNetwork\n\nMainnet\n\nTestnet\n\nName\n\nOrbitron\n\nOrbitron Test\n\n"
+        "Symbol\n\nORB\n\ntORB\n\nNetwork ID\n\n7433\n\n74330\n\nRPC\n\n<https://a.example>\n\n<https://b.example>\n"
+    )
+    labels = {s.text.split("\n")[0]: s.header.split("\n")[0] for s in candidates([(1, chunk(text, "n.md"))]) if s.label}
+    assert labels == {"Network ID": "| Network | Mainnet | Testnet |", "RPC": "| Network | Mainnet | Testnet |"}
+
+
+def test_a_short_row_is_grounded_and_a_label_line_is_one_key_point():
+    fees = chunk(
+        "## Fees\n\nFees per network.\n\nFee\n\nMainnet\n\nTestnet\n\nGas\n\n1\n\n2\n\nStorage\n\n3\n\n4\n", "fees.md"
+    )
+    answer = compose_quote_answer("What is the mainnet gas fee?", [(1, fees)])
+    assert "| Fee | Mainnet | Testnet |\n| --- | --- | --- |\n| Gas | 1 | 2 |\n[1]" in answer.text
+    _, citations = ground(answer.text, {1: fees})
+    assert [fees.text[a:b] for a, b in citations[0].quote_spans] == ["Fee\n\nMainnet\n\nTestnet", "Gas\n\n1\n\n2"]
+    assert citations[0].snippet.startswith("Gas 1 2")  # the row, not its header
+    structured = compose_quote_answer("What is the mainnet gas fee?", [(1, fees)], style=AnswerStyle.STRUCTURED)
+    assert "- | Gas | 1 | 2 | [1]" in structured.text
+
+
+def test_a_section_name_with_markup_inside_is_no_title():
+    plugins = [(1, chunk(PLUGINS[0][1].text, "plugins.md", chapter="Plugins > `lambdactl` adapter"))]
+    answer = compose_quote_answer("Which package runs Orbitron on AWS Lambda?", plugins, corpus=PLUGIN_CORPUS)
+    assert answer.text.startswith("Serverless adapter that runs Orbitron on AWS Lambda. [1]")

@@ -198,9 +198,11 @@ def _quote_spans(chunk_text: str, answer: str, own_claims: list[str]) -> tuple[l
         if len(claim) < MIN_QUOTED_SPAN:
             continue
         span = find_span(chunk_text, claim)
-        parts = [claim] if span else (_table_rows(claim) or claim_sentences(_SECTION_LABEL_RE.sub("", claim)))
+        rows = [] if span else _table_rows(claim)  # a row is looked for however short its cells are
+        parts = [claim] if span else (rows or claim_sentences(_SECTION_LABEL_RE.sub("", claim)))
         for part in parts:
-            part_span = span if span else (find_span(chunk_text, part) if len(part) >= MIN_QUOTED_SPAN else None)
+            long_enough = len(part) >= MIN_QUOTED_SPAN or bool(rows)
+            part_span = span if span else (find_span(chunk_text, part) if long_enough else None)
             if part_span:
                 spans.append(part_span)
                 first_sentence = first_sentence or chunk_text[part_span[0] : part_span[1]]
@@ -213,7 +215,7 @@ def _quote_spans(chunk_text: str, answer: str, own_claims: list[str]) -> tuple[l
 
 # Quote mode may put the name of the section a sentence describes before it ("**Mangum**: Serverless ASGI adapter …");
 # the name is the section's heading, not the passage's text, so the sentence is looked for without it.
-_SECTION_LABEL_RE = re.compile(r"^\*\*[^*\n]{1,80}\*\*:\s+")
+_SECTION_LABEL_RE = re.compile(r"^\*\*[^\n]{1,80}?\*\*:\s+")
 _TABLE_LINE_RE = re.compile(r"^\s*\|.*\|\s*$")
 _TABLE_SEPARATOR_RE = re.compile(r"^[\s|:-]+$")
 

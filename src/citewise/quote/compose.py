@@ -35,6 +35,7 @@ from citewise.quote.sentences import (
     is_link_trail,
     is_navigation,
     is_shouting,
+    label_row,
     link_targets,
     predecessor,
     values,
@@ -506,6 +507,7 @@ def select(
 
 
 _THERE_RE = re.compile(r"^(?:is|are)\s+there\b", re.I)
+_NAME_OF_RE = re.compile(r"^what(?:'s|\s+is|\s+are)\s+the\s+names?\s+of\b", re.I)
 _NUMBER_RE = re.compile(r"(?<![\w.])\d")
 _LINK_URL_RE = re.compile(r"\]\([^)\s]*\)|https?://\S+")
 
@@ -515,6 +517,7 @@ def _asks_for_a_name(question: Question) -> bool:
         question.kind in (QuestionKind.ENTITY, QuestionKind.LIST)
         or question.expects in ("name", "name_or_value")
         or bool(question.kind == QuestionKind.YES_NO and _THERE_RE.match(question.focus))
+        or bool(_NAME_OF_RE.match(question.focus))
     )
 
 
@@ -527,8 +530,8 @@ def _titled(sentence: Sentence, chunks, question: Question, corpus: CorpusStats 
         return sentence
     name = (chunks[sentence.slot][1].chapter or "").rsplit(" > ", 1)[-1].strip().strip("`*_ ")
     words = content_terms(name)
-    if not name or not words or len(name.split()) > 4 or re.search(r"[.!?:;,]", name):
-        return sentence
+    if not name or not words or len(name.split()) > 4 or re.search(r"[.!?:;,`*_\[\]]", name):
+        return sentence  # a phrase, or markup inside the name: not a thing's plain name
     if name.lower() in sentence.text.lower() or name.lower() in question.focus.lower():
         return sentence
     if "`" in sentence.text or _NUMBER_RE.search(_LINK_URL_RE.sub("", sentence.text)):
@@ -758,6 +761,13 @@ def signals(
 Decider = Callable[[Signals], Verdict]
 
 
+def _key_point(sentence: Sentence) -> str:
+    """A quote on one bullet line: a label line as its one table row ("| Chain ID | 5031 | 50312 |")."""
+    if sentence.title:
+        return sentence.rendered()
+    return label_row(sentence.text) if sentence.label else sentence.text
+
+
 def _topic(question: Question, chunk: ScoredChunk) -> str:
     if chunk.chapter:
         return chunk.chapter.split(" > ")[-1].strip()
@@ -856,7 +866,7 @@ def compose(
     if structured:
         why = _why_sentence(top, chosen, rest, chunks, max_sentences)
         lines = [f"## {_topic(question, chunks[top.slot][1])}", "", "### Key Points", ""]
-        lines += [f"- {s.rendered() if s.title else s.text} [{s.n}]" for s in ordered]
+        lines += [f"- {_key_point(s)} [{s.n}]" for s in ordered]
         lines += ["", "### Why It Matters", ""]
         lines += [f"{why.text} [{why.n}]"] if why else []
         text = "\n".join(lines).rstrip()

@@ -274,23 +274,29 @@ def _label_runs(text: str, spans: list[tuple[int, int]]) -> list[tuple[int, int,
         while group[-1] + 1 < len(runs) and _adjacent(text, spans, runs[group[-1]][-1], runs[group[-1] + 1][0]):
             group.append(group[-1] + 1)
         width = len(runs[k])
-        head = list(range(runs[k][0] - width, runs[k][0]))
+        top = runs[k][0] - width  # the first of the `width` cells right above the first row: its header ...
+        # ... unless those are a row with no value in it ("Symbol / SOMI / STT") under more such cells: climb over
+        # whole rows of cells to the first, and stop at the end of an earlier row.
+        while top - width >= 0 and all(
+            _adjacent(text, spans, i, i + 1) and _cell(_at(text, spans, i)) and i not in ends
+            for i in range(top - width, top)
+        ):
+            top -= width
+        head = list(range(top, top + width))
         header = ""
-        if width >= 3 and head[0] >= 0 and all(_adjacent(text, spans, h, h + 1) for h in head):
-            before = head[0] - 1
-            if before in ends and _adjacent(text, spans, before, head[0]):
-                # The cells above are a row with no value in it ("Symbol / SOMI / STT") right under another row:
-                # the same table goes on, under the header it began with.
+        if width >= 3 and top >= 0 and all(_adjacent(text, spans, h, h + 1) for h in range(top, runs[k][0])):
+            before = top - 1
+            if before in ends and _adjacent(text, spans, before, top):
+                # The cells above are rows with no value in them right under another row: the same table goes on,
+                # under the header it began with.
                 header = ends[before] if ends[before].count("---") == width else ""
             elif (
                 len(group) >= 2
                 # Something that is no cell stands above the header: a row that opens the passage, or that follows
                 # a value left from a row cut by the chunking ("…/ <https://…> / Symbol / SOMI / STT"), may be any
                 # row of a table whose header is elsewhere.
-                and text[: spans[head[0]][0]].strip()
-                and not (
-                    before >= 0 and _adjacent(text, spans, before, head[0]) and _value_cell(_at(text, spans, before))
-                )
+                and text[: spans[top][0]].strip()
+                and not (before >= 0 and _adjacent(text, spans, before, top) and _value_cell(_at(text, spans, before)))
                 and all(_header_cell(_at(text, spans, h)) for h in head)
                 and all(_cell(_at(text, spans, c)) for g in group for c in runs[g])
             ):
@@ -335,7 +341,7 @@ def _header_cell(text: str) -> bool:
 
 
 def _markdown_row(cells: Sequence[str]) -> str:
-    return "| " + " | ".join(" ".join(c.split()).replace("|", "\\|") for c in cells) + " |"
+    return "| " + " | ".join(re.sub(r"(?<!\\)\|", r"\\|", " ".join(c.split())) for c in cells) + " |"
 
 
 def label_row(text: str) -> str:
