@@ -683,7 +683,7 @@ def test_a_row_of_a_flattened_table_is_quoted_under_its_header():
     # say which network each ID belongs to.
     answer = compose_quote_answer("What is the mainnet network ID?", [(1, NETWORKS)])
     assert not answer.refused
-    assert "| Network | Mainnet | Testnet |\n| --- | --- | --- |\n| Network ID | 7433 | 74330 |\n[1]" in answer.text
+    assert "| Network | Mainnet | Testnet |\n| --- | --- | --- |\n| Network ID | 7433 | 74330 |\n\n[1]" in answer.text
     sources = dict([(1, NETWORKS)])
     _, citations = ground(answer.text, sources)
     quoted = [NETWORKS.text[start:end] for start, end in citations[0].quote_spans]
@@ -882,7 +882,7 @@ def test_a_short_row_is_grounded_and_a_label_line_is_one_key_point():
         "## Fees\n\nFees per network.\n\nFee\n\nMainnet\n\nTestnet\n\nGas\n\n1\n\n2\n\nStorage\n\n3\n\n4\n", "fees.md"
     )
     answer = compose_quote_answer("What is the mainnet gas fee?", [(1, fees)])
-    assert "| Fee | Mainnet | Testnet |\n| --- | --- | --- |\n| Gas | 1 | 2 |\n[1]" in answer.text
+    assert "| Fee | Mainnet | Testnet |\n| --- | --- | --- |\n| Gas | 1 | 2 |\n\n[1]" in answer.text
     _, citations = ground(answer.text, {1: fees})
     assert [fees.text[a:b] for a, b in citations[0].quote_spans] == ["Fee\n\nMainnet\n\nTestnet", "Gas\n\n1\n\n2"]
     assert citations[0].snippet.startswith("Gas 1 2")  # the row, not its header

@@ -543,3 +543,39 @@ def test_admins_get_an_analytics_page(browser, analytics_server, screenshot):
     # Only the answers the page expects: 401 before a key is set, 403 for the reader's key.
     assert [e for e in page.errors if "(Unauthorized)" not in e and "(Forbidden)" not in e] == []
     page.close()
+
+
+def test_a_quoted_table_row_keeps_its_citation_out_of_the_table(browser, server):
+    """Quote mode quotes a table row under its header; the marker after it is no extra row of the table."""
+    from citewise.quote import Part, analyse, answer
+    from citewise.settings import QuoteSettings
+    from citewise.types import ScoredChunk, make_chunk_id, make_doc_id
+
+    doc_id = make_doc_id("networks.md")
+    passage = ScoredChunk(
+        chunk_id=make_chunk_id(doc_id, 0),
+        doc_id=doc_id,
+        chunk_index=0,
+        text="## Networks\n\nTwo networks.\n\nNetwork\n\nMainnet\n\nTestnet\n\nNetwork ID\n\n7433\n\n74330\n\n"
+        "RPC\n\n<https://a.example>\n\n<https://b.example>\n",
+        filename="networks.md",
+        score=0.3,
+        dense_score=0.7,
+    )
+    question = "What is the mainnet network ID?"
+    text = answer([Part(analyse(question), [(1, passage)])], QuoteSettings(threshold=0.0)).text
+    page = open_page(browser, server)
+    rendered = page.evaluate(
+        """async (text) => {
+            const { renderMarkdown } = await import('/render.js');
+            const el = document.createElement('div');
+            document.body.append(el);
+            renderMarkdown(el, text);
+            return { rows: [...el.querySelectorAll('tr')].map((tr) => tr.textContent.trim()),
+                     outside: [...el.querySelectorAll('button.cite-ref')].filter((b) => !b.closest('table')).length };
+        }""",
+        text,
+    )
+    assert len(rendered["rows"]) == 2 and "7433" in rendered["rows"][1], rendered  # the header and the row, no more
+    assert rendered["outside"] == 1, rendered  # the marker under the table, not in a row of its own
+    page.close()

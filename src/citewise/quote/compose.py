@@ -879,8 +879,9 @@ def compose(
             if previous is not None and (s.slot != previous.slot or s.block or previous.block) and line:
                 paragraphs.append(" ".join(line))
                 line = []
-            if s.block:  # a code block or table stands alone, its marker on the line after it
-                paragraphs.append(f"{s.rendered()}\n[{s.n}]")
+            if s.block:  # a code block or table stands alone, its marker on the line after it; after a blank
+                # line under a table, which would take the line for one more row of its own
+                paragraphs.append(f"{s.rendered()}\n{chr(10) if s.header else ''}[{s.n}]")
             elif s.step:
                 line.append(f"- {s.rendered()} [{s.n}]") if not line else line.append(f"\n- {s.rendered()} [{s.n}]")
             else:
