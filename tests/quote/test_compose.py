@@ -11,6 +11,7 @@ from citewise.agent.constraints import Constraints
 from citewise.agent.grounding import ground
 from citewise.agent.validator import validate_answer
 from citewise.quote import Part, QuoteAnswer, analyse, answer, question_focus
+from citewise.quote import answer as quote_answer
 from citewise.quote.sentences import is_anaphoric, is_navigation
 from citewise.settings import QuoteSettings
 from citewise.text import content_terms, split_sentences, stem
@@ -894,3 +895,22 @@ def test_a_section_name_with_markup_inside_is_no_title():
     plugins = [(1, chunk(PLUGINS[0][1].text, "plugins.md", chapter="Plugins > `lambdactl` adapter"))]
     answer = compose_quote_answer("Which package runs Orbitron on AWS Lambda?", plugins, corpus=PLUGIN_CORPUS)
     assert answer.text.startswith("Serverless adapter that runs Orbitron on AWS Lambda. [1]")
+
+
+def test_parts_answered_by_the_same_sentences_quote_them_once():
+    engine = chunk(
+        "# Engine\n\nOrbitron's engine is a journal-backed scheduler written in Rust. "
+        "It is fast: it schedules jobs in about 40 microseconds and replays the journal after a crash.",
+        "engine.md",
+        chapter="Engine",
+    )
+    from citewise.quote import split_parts
+
+    parts = split_parts("What is the Orbitron engine and how fast is it?")
+    assert len(parts) == 2
+    settings = QuoteSettings(max_sentences=4, threshold=0.0)
+    answer = quote_answer([Part(analyse(p), [(1, engine)]) for p in parts], settings)
+    assert not answer.refused and not any(p.refused for p in answer.parts)
+    # the second part quotes what else answers it ("It is fast …" right after the sentence it points back to)
+    assert answer.text.count("It is fast: it schedules jobs in about 40 microseconds") == 1, answer.text
+    assert answer.text.count("journal-backed scheduler written in Rust") == 1, answer.text

@@ -93,6 +93,7 @@ def answer(
     limit = max_sentences or settings.max_sentences
     per_part = max(2, limit // len(parts)) if len(parts) > 1 else limit
     results: list[tuple[Part, Composed]] = []
+    quoted: list[tuple[str, int, int]] = []  # what the parts before quoted: a later part doesn't repeat it
     for part in parts:
         composed = compose(
             part.question,
@@ -103,7 +104,9 @@ def answer(
             corpus=corpus,
             profile=part.profile,
             ranker=ranker,
+            already=quoted,
         )
+        quoted += composed.quoted
         results.append((part, composed))
     reports = [
         PartResult(
@@ -124,6 +127,6 @@ def answer(
             results[0][1].reason if len(results) == 1 else "The documentation answers none of the question's parts."
         )
         return QuoteAnswer(REFUSAL_TEXT, [], True, reason, reports)
-    text = "\n\n".join(c.text for c in answered)
+    text = "\n\n".join(c.text for c in answered if c.text)
     used = list(dict.fromkeys(n for c in answered for n in c.used))
     return QuoteAnswer(text, used, False, None, reports)

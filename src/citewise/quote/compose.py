@@ -99,6 +99,15 @@ class Composed:
     probability: float | None = None
     kind: QuestionKind = QuestionKind.GENERAL
     pointers: list[str] = field(default_factory=list)  # files the only quoted sentences point to ("See [X](x.md)")
+    quoted: list[Quoted] = field(default_factory=list)  # what the text quotes: (chunk id, start, end)
+
+
+Quoted = tuple[str, int, int]
+
+
+def _quoted_before(sentence: Sentence, chunks, already: Sequence[Quoted]) -> bool:
+    chunk_id = chunks[sentence.slot][1].chunk_id
+    return any(cid == chunk_id and start < sentence.end and sentence.start < end for cid, start, end in already)
 
 
 def _refuse(reason: str, signals: Signals | None = None, probability: float | None = None) -> Composed:
@@ -421,6 +430,7 @@ def select(
     limit: int,
     *,
     ranked: bool = False,
+    skip: Callable[[Sentence], bool] | None = None,
 ) -> tuple[list[Sentence], list[Sentence], list[Sentence]]:
     """(chosen sentences, relevant ones left over, code blocks that cover the question well), best first.
 
@@ -444,8 +454,8 @@ def select(
             for c in chosen
         )
 
-    def taken(sentence: Sentence) -> bool:
-        return any(c.key == sentence.key for c in chosen)
+    def taken(sentence: Sentence) -> bool:  # here, or by an earlier part: "It …" may follow what that quoted
+        return any(c.key == sentence.key for c in chosen) or (skip is not None and skip(sentence))
 
     def taken_before(heads: list[Sentence], sentence: Sentence) -> bool:
         before = predecessor(heads[0] if heads else sentence, chunks)
@@ -457,6 +467,8 @@ def select(
             continue
         if item.relevance < RELATIVE_CUTOFF * best:
             break
+        if skip is not None and skip(sentence):
+            continue  # quoted already (by an earlier part of the question)
         if sentence.code:
             if item.coverage >= CODE_MIN_COVERAGE or (ranked and item.relevance >= best):  # the ranker's pick
                 blocks.append(sentence)
@@ -539,6 +551,16 @@ def _titled(sentence: Sentence, chunks, question: Question, corpus: CorpusStats 
     if any(_term_df(w, corpus) > max(2, RARE_SHARE * corpus.chunks) for w in words):
         return sentence
     return replace(sentence, title=name)
+
+
+def _named(chosen: list[Sentence], chunks, question: Question, corpus: CorpusStats | None) -> list[Sentence]:
+    """For a question that asks for a name, the name of each passage's section before its first quoted sentence."""
+    if not _asks_for_a_name(question):
+        return chosen
+    first = {}
+    for s in sorted(chosen, key=lambda s: s.start, reverse=True):
+        first[s.slot] = s.key
+    return [_titled(s, chunks, question, corpus) if first[s.slot] == s.key else s for s in chosen]
 
 
 def _lead_with_answer(chosen: list[Sentence], question: Question, chunks) -> list[Sentence]:
@@ -806,9 +828,12 @@ def compose(
     corpus: CorpusStats | None = None,
     profile: Profile | None = None,
     ranker: Ranker | None = None,
+    already: Sequence[Quoted] = (),
 ) -> Composed:
     """Answer `question` with verbatim sentences of `chunks` ((citation number, chunk) pairs, best first), or
-    refuse. `decider` turns the evidence's `Signals` into a verdict (`citewise.quote.decide`)."""
+    refuse. `decider` turns the evidence's `Signals` into a verdict (`citewise.quote.decide`). `already`: what an
+    earlier part of the same question quoted; chosen again, it is not quoted twice (it still counts as evidence, and
+    a part whose every quote is already there is answered with no text of its own)."""
     style = AnswerStyle(style)
     if not chunks:
         return _refuse("No passages were found for the question.")
@@ -823,12 +848,7 @@ def compose(
     chosen, rest, blocks = select(question, chunks, scored, limit, ranked=ranker is not None)
     if not chosen:
         return _refuse("The only relevant sentences introduce material the passages don't include.")
-    chosen = _lead_with_answer(chosen, question, chunks)
-    if _asks_for_a_name(question):  # the name once per passage, before its first quoted sentence
-        first = {}
-        for s in sorted(chosen, key=lambda s: s.start, reverse=True):
-            first[s.slot] = s.key
-        chosen = [_titled(s, chunks, question, corpus) if first[s.slot] == s.key else s for s in chosen]
+    chosen = _named(_lead_with_answer(chosen, question, chunks), chunks, question, corpus)
     top = chosen[0]
     prose_chosen = [s for s in chosen if not s.block]
     pointers = (
@@ -841,6 +861,19 @@ def compose(
     if not verdict.answer:
         return _refuse(verdict.reason or "The evidence is too weak.", evidence, verdict.probability)
 
+    if already:
+        # An earlier part quoted some of this evidence: quote what else answers this part, if anything does.
+        again, rest, blocks = select(
+            question,
+            chunks,
+            scored,
+            limit,
+            ranked=ranker is not None,
+            skip=lambda s: _quoted_before(s, chunks, already),
+        )
+        if again:
+            chosen = _named(_lead_with_answer(again, question, chunks), chunks, question, corpus)
+            top = chosen[0]
     if question.kind == QuestionKind.PROCEDURE or question.kind == QuestionKind.LIST:
         chosen += _steps(top, chosen, chunks, limit)
     if not structured:
@@ -862,9 +895,14 @@ def compose(
     ordered = sorted(chosen, key=lambda s: (rank[s.slot], s.start))
     if lead is not None:
         ordered = [lead, *[s for s in ordered if s.key != lead.key]]
-
-    if structured:
+    ordered = [s for s in ordered if not _quoted_before(s, chunks, already)]
+    quoted = [(chunks[s.slot][1].chunk_id, s.start, s.end) for s in ordered]
+    if not ordered:
+        text, order = "", []
+    elif structured:
         why = _why_sentence(top, chosen, rest, chunks, max_sentences)
+        if why is not None and _quoted_before(why, chunks, already):
+            why = None
         lines = [f"## {_topic(question, chunks[top.slot][1])}", "", "### Key Points", ""]
         lines += [f"- {_key_point(s)} [{s.n}]" for s in ordered]
         lines += ["", "### Why It Matters", ""]
@@ -899,6 +937,7 @@ def compose(
         probability=verdict.probability,
         kind=question.kind,
         pointers=pointers,
+        quoted=quoted,
     )
 
 
