@@ -914,3 +914,53 @@ def test_parts_answered_by_the_same_sentences_quote_them_once():
     # the second part quotes what else answers it ("It is fast …" right after the sentence it points back to)
     assert answer.text.count("It is fast: it schedules jobs in about 40 microseconds") == 1, answer.text
     assert answer.text.count("journal-backed scheduler written in Rust") == 1, answer.text
+
+
+def test_a_later_part_lists_the_rows_an_earlier_part_did_not_quote():
+    wallets = chunk(
+        "## Wallets\n\n| Wallet | Supported | Notes |\n| --- | --- | --- |\n"
+        "| MetaMask wallet | yes | browser extension wallet |\n| Ledger wallet | yes | hardware wallet |\n"
+        "| Phantom wallet | no | Solana wallet |\n",
+        "wallets.md",
+        chapter="Wallets",
+    )
+    parts = ["Is the Ledger wallet supported?", "Which wallets are supported?"]
+    answer = quote_answer([Part(analyse(p), [(1, wallets)]) for p in parts], QuoteSettings(threshold=0.0))
+    # the second part's whole table would repeat the Ledger row: its other rows are quoted instead, not nothing
+    assert answer.text.count("| Ledger wallet |") == 1
+    assert "| MetaMask wallet |" in answer.text and "| Phantom wallet |" in answer.text
+
+
+def test_a_sentence_pointing_back_follows_only_the_quote_right_above_it():
+    engine = chunk(
+        "# Engine\n\nOrbitron's engine is a journal-backed scheduler written in Rust. It is fast: it schedules jobs "
+        "in about 40 microseconds.\n\n## Journal\n\nThe journal is an append-only log of job events kept on disk.",
+        "engine.md",
+        chapter="Engine",
+    )
+    parts = ["What is the Orbitron engine?", "What is the journal?", "How fast is the Orbitron engine?"]
+    answer = quote_answer(
+        [Part(analyse(p), [(1, engine)]) for p in parts], QuoteSettings(max_sentences=6, threshold=0.0)
+    )
+    # not right under the journal sentence, where "It" would read as the journal: after what it points back to,
+    # quoted again
+    assert answer.text.endswith("written in Rust. [1] It is fast: it schedules jobs in about 40 microseconds. [1]")
+
+
+def test_structured_parts_do_not_repeat_the_why_sentence():
+    from citewise.quote import split_parts
+
+    engine = chunk(
+        "# Engine\n\nOrbitron's engine is a journal-backed scheduler written in Rust. It is fast: it schedules jobs "
+        "in about 40 microseconds and replays the journal after a crash.",
+        "engine.md",
+        chapter="Engine",
+    )
+    parts = split_parts("What is the Orbitron engine and how fast is it?")
+    answer = quote_answer(
+        [Part(analyse(p), [(1, engine)]) for p in parts],
+        QuoteSettings(max_sentences=4, threshold=0.0),
+        style=AnswerStyle.STRUCTURED,
+    )
+    assert answer.text.count("It is fast: it schedules jobs") == 1, answer.text
+    assert answer.text.count("## Engine") == 1  # the second part has nothing new to quote

@@ -94,6 +94,7 @@ def answer(
     per_part = max(2, limit // len(parts)) if len(parts) > 1 else limit
     results: list[tuple[Part, Composed]] = []
     quoted: list[tuple[str, int, int]] = []  # what the parts before quoted: a later part doesn't repeat it
+    composed_last: list[tuple[str, int, int]] = []  # the last quote of the text so far
     for part in parts:
         composed = compose(
             part.question,
@@ -105,8 +106,10 @@ def answer(
             profile=part.profile,
             ranker=ranker,
             already=quoted,
+            follows=composed_last,
         )
         quoted += composed.quoted
+        composed_last = composed.quoted[-1:] if composed.text else composed_last
         results.append((part, composed))
     reports = [
         PartResult(

@@ -105,6 +105,24 @@ class Composed:
 Quoted = tuple[str, int, int]
 
 
+def _unquoted(ordered: list[Sentence], chunks, already: Sequence[Quoted], follows: Sequence[Quoted]) -> list[Sentence]:
+    """`ordered` without what earlier parts quoted; but a sentence that points back ("It is fast: …") keeps the
+    sentence it points back to, quoted again, unless that is the quote right above it: a repeated sentence reads
+    better than an "It" that seems to mean the last thing the answer said."""
+    out: list[Sentence] = []
+    for s in ordered:
+        if _quoted_before(s, chunks, already):
+            continue
+        if not s.code and is_anaphoric(s.text):
+            before = predecessor(s, chunks)
+            if before is not None and (not out or out[-1].key != before.key):
+                right_above = not out and _quoted_before(before, chunks, follows)
+                if not right_above and _quoted_before(before, chunks, already):
+                    out.append(before)
+        out.append(s)
+    return out
+
+
 def _quoted_before(sentence: Sentence, chunks, already: Sequence[Quoted]) -> bool:
     chunk_id = chunks[sentence.slot][1].chunk_id
     return any(cid == chunk_id and start < sentence.end and sentence.start < end for cid, start, end in already)
@@ -431,6 +449,7 @@ def select(
     *,
     ranked: bool = False,
     skip: Callable[[Sentence], bool] | None = None,
+    follows: Callable[[Sentence], bool] | None = None,
 ) -> tuple[list[Sentence], list[Sentence], list[Sentence]]:
     """(chosen sentences, relevant ones left over, code blocks that cover the question well), best first.
 
@@ -454,8 +473,8 @@ def select(
             for c in chosen
         )
 
-    def taken(sentence: Sentence) -> bool:  # here, or by an earlier part: "It …" may follow what that quoted
-        return any(c.key == sentence.key for c in chosen) or (skip is not None and skip(sentence))
+    def taken(sentence: Sentence) -> bool:  # here, or last by the part before: "It …" may follow that
+        return any(c.key == sentence.key for c in chosen) or (follows is not None and follows(sentence))
 
     def taken_before(heads: list[Sentence], sentence: Sentence) -> bool:
         before = predecessor(heads[0] if heads else sentence, chunks)
@@ -478,7 +497,7 @@ def select(
             continue
         if sentence.header and question.kind == QuestionKind.LIST and not chosen:
             table = whole_table(sentence, chunks)
-            if table is not None:
+            if table is not None and not (skip is not None and skip(table)):  # else its rows, one by one
                 chosen.append(table)
                 continue
         if sentence.text.rstrip("*_ ").endswith(":"):
@@ -493,6 +512,9 @@ def select(
             continue
         if is_anaphoric(sentence.text):
             heads, anchored = antecedents(sentence, chunks, taken, limit)
+            if skip is not None and any(skip(h) for h in heads):
+                dangling.append(sentence)  # what it points back to was quoted by an earlier part, further up
+                continue
             if not anchored or not (taken_before(heads, sentence) or any(h.terms & question_terms for h in heads)):
                 dangling.append(sentence)
                 continue
@@ -829,11 +851,13 @@ def compose(
     profile: Profile | None = None,
     ranker: Ranker | None = None,
     already: Sequence[Quoted] = (),
+    follows: Sequence[Quoted] = (),
 ) -> Composed:
     """Answer `question` with verbatim sentences of `chunks` ((citation number, chunk) pairs, best first), or
     refuse. `decider` turns the evidence's `Signals` into a verdict (`citewise.quote.decide`). `already`: what an
     earlier part of the same question quoted; chosen again, it is not quoted twice (it still counts as evidence, and
-    a part whose every quote is already there is answered with no text of its own)."""
+    a part whose every quote is already there is answered with no text of its own). `follows`: the last thing the part
+    before quoted, right above this part's text — what a sentence opening "It …" may point back to."""
     style = AnswerStyle(style)
     if not chunks:
         return _refuse("No passages were found for the question.")
@@ -863,17 +887,18 @@ def compose(
 
     if already:
         # An earlier part quoted some of this evidence: quote what else answers this part, if anything does.
-        again, rest, blocks = select(
+        again, rest_again, blocks_again = select(
             question,
             chunks,
             scored,
             limit,
             ranked=ranker is not None,
             skip=lambda s: _quoted_before(s, chunks, already),
+            follows=lambda s: _quoted_before(s, chunks, follows),
         )
         if again:
             chosen = _named(_lead_with_answer(again, question, chunks), chunks, question, corpus)
-            top = chosen[0]
+            top, rest, blocks = chosen[0], rest_again, blocks_again
     if question.kind == QuestionKind.PROCEDURE or question.kind == QuestionKind.LIST:
         chosen += _steps(top, chosen, chunks, limit)
     if not structured:
@@ -895,14 +920,16 @@ def compose(
     ordered = sorted(chosen, key=lambda s: (rank[s.slot], s.start))
     if lead is not None:
         ordered = [lead, *[s for s in ordered if s.key != lead.key]]
-    ordered = [s for s in ordered if not _quoted_before(s, chunks, already)]
+    ordered = _unquoted(ordered, chunks, already, follows)
     quoted = [(chunks[s.slot][1].chunk_id, s.start, s.end) for s in ordered]
     if not ordered:
-        text, order = "", []
+        text, order, pointers = "", [], []
     elif structured:
         why = _why_sentence(top, chosen, rest, chunks, max_sentences)
         if why is not None and _quoted_before(why, chunks, already):
             why = None
+        if why is not None:
+            quoted.append((chunks[why.slot][1].chunk_id, why.start, why.end))
         lines = [f"## {_topic(question, chunks[top.slot][1])}", "", "### Key Points", ""]
         lines += [f"- {_key_point(s)} [{s.n}]" for s in ordered]
         lines += ["", "### Why It Matters", ""]
