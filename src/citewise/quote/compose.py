@@ -157,8 +157,11 @@ def _corpus_idf(terms: set[str], corpus: CorpusStats | None, fallback: dict[str,
 
 
 def _coverage(terms: set[str], have: set[str] | frozenset[str], idf: dict[str, float]) -> float:
-    total = sum(idf[t] for t in terms)
-    return sum(idf[t] for t in terms & have) / total if total else 0.0
+    # fsum: the exact sum, whatever order the set gives the terms in. A plain sum over a set of strings differs in
+    # its last bit from one process to the next (string hashing is seeded per process), and near-ties between
+    # candidates then broke differently: the same question on the same index chose another leader now and then.
+    total = math.fsum(idf[t] for t in terms)
+    return math.fsum(idf[t] for t in terms & have) / total if total else 0.0
 
 
 def _headings(chunk: ScoredChunk) -> frozenset[str]:
@@ -759,8 +762,8 @@ def signals(
     factoid = question.expects in FACTOID_EXPECTS
     unknown = 0.0
     if corpus is not None and corpus.chunks:
-        total = sum(idf.values()) or 1.0
-        unknown = sum(w for t, w in idf.items() if _term_df(t, corpus) == 0) / total
+        total = math.fsum(idf.values()) or 1.0
+        unknown = math.fsum(w for t, w in idf.items() if _term_df(t, corpus) == 0) / total
     dense = [c.dense_score for _, c in chunks if c.dense_score is not None]
     dense_best = max(dense) if dense else 0.0
     margin = z = 0.0
