@@ -157,9 +157,9 @@ def _corpus_idf(terms: set[str], corpus: CorpusStats | None, fallback: dict[str,
 
 
 def _coverage(terms: set[str], have: set[str] | frozenset[str], idf: dict[str, float]) -> float:
-    # fsum: the exact sum, whatever order the set gives the terms in. A plain sum over a set of strings differs in
-    # its last bit from one process to the next (string hashing is seeded per process), and near-ties between
-    # candidates then broke differently: the same question on the same index chose another leader now and then.
+    # fsum: the exact sum, whatever order the set gives the terms in. A plain sum over a set of strings can differ
+    # in its last bit from one process to the next (string hashing is seeded per process), and a near-tie between
+    # candidates would then break differently: determinism must not hang on the hash seed.
     total = math.fsum(idf[t] for t in terms)
     return math.fsum(idf[t] for t in terms & have) / total if total else 0.0
 
