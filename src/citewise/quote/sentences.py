@@ -346,7 +346,7 @@ def _markdown_row(cells: Sequence[str]) -> str:
 
 def label_row(text: str) -> str:
     """A label run's paragraphs as one markdown table row ("Chain ID", "5031" → "| Chain ID | 5031 |")."""
-    return _markdown_row([cell for cell in re.split(r"\n\s*\n", text) if cell.strip()])
+    return _markdown_row([cell for cell in re.split(r"\s*\n\s*", text) if cell.strip()])  # a cell is one line
 
 
 def _whole_items(text: str, spans: list[tuple[int, int]]) -> list[tuple[int, int]]:
