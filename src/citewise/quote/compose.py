@@ -37,6 +37,7 @@ from citewise.quote.sentences import (
     is_shouting,
     label_row,
     link_targets,
+    link_words,
     predecessor,
     values,
     whole_table,
@@ -546,7 +547,6 @@ def select(
 _THERE_RE = re.compile(r"^(?:is|are)\s+there\b", re.I)
 _NAME_OF_RE = re.compile(r"^what(?:'s|\s+is|\s+are)\s+the\s+names?\s+of\b", re.I)
 _NUMBER_RE = re.compile(r"(?<![\w.])\d")
-_LINK_URL_RE = re.compile(r"\]\([^)\s]*\)|https?://\S+")
 
 
 def _asks_for_a_name(question: Question) -> bool:
@@ -571,7 +571,7 @@ def _titled(sentence: Sentence, chunks, question: Question, corpus: CorpusStats 
         return sentence  # a phrase, or markup inside the name: not a thing's plain name
     if name.lower() in sentence.text.lower() or name.lower() in question.focus.lower():
         return sentence
-    if "`" in sentence.text or _NUMBER_RE.search(_LINK_URL_RE.sub("", sentence.text)):
+    if "`" in sentence.text or _NUMBER_RE.search(link_words(sentence.text)):
         return sentence  # it states a value ("listens on port 7433", "in the `X-Token` header"): that is the answer
     if any(_term_df(w, corpus) > max(2, RARE_SHARE * corpus.chunks) for w in words):
         return sentence

@@ -195,11 +195,15 @@ _LINK_RE = re.compile(r"!?\[([^\]\n]*)\]\([^)\s]*\)|<https?://[^>\s]*>|https?://
 _WORD_RE = re.compile(r"[A-Za-z]{2,}")
 
 
+def link_words(text: str) -> str:
+    """`text` with each link replaced by its words and every URL dropped: what it says, not where it points."""
+    return re.sub(r"https?://\S+", " ", _LINK_RE.sub(lambda m: m.group(1) or " ", text))
+
+
 def _pure_value(text: str) -> bool:
     """A line that is only a value: a number, an address, a link or a URL, no words besides ("5031",
     "[0x0000…da032](https://explorer…)"): what a label line names, never a label itself."""
-    bare = _LINK_RE.sub(lambda m: m.group(1) or " ", text)
-    return not _WORD_RE.search(re.sub(r"https?://\S+|\b0x[0-9a-f]+\b|\b[0-9a-f]{16,}\b", " ", bare, flags=re.I))
+    return not _WORD_RE.search(re.sub(r"\b0x[0-9a-f]+\b|\b[0-9a-f]{16,}\b", " ", link_words(text), flags=re.I))
 
 
 def is_link_trail(text: str) -> bool:
