@@ -6,6 +6,7 @@ tests build; tests that must prove the model is *not* loaded run in a subprocess
 
 from __future__ import annotations
 
+import atexit
 import os
 import shutil
 import tempfile
@@ -17,8 +18,12 @@ from pydantic import SecretStr
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 # Every home the tests create (and every `citewise` subprocess they start) shares one exported ONNX model instead
-# of exporting its own. Set before any Settings is built.
-os.environ.setdefault("CITEWISE_MODELS_DIR", tempfile.mkdtemp(prefix="citewise-test-models-"))
+# of exporting its own. Set before any Settings is built. The folder holds about 800 MB (the exported MiniLM and the
+# unpacked SmolLM2), so the session removes it when it ends: left behind, every `make test` filled /tmp a little more.
+if "CITEWISE_MODELS_DIR" not in os.environ:
+    _MODELS_DIR = tempfile.mkdtemp(prefix="citewise-test-models-")
+    os.environ["CITEWISE_MODELS_DIR"] = _MODELS_DIR
+    atexit.register(shutil.rmtree, _MODELS_DIR, ignore_errors=True)
 
 from citewise.index.embeddings import Embedder, create_embedder
 from citewise.index.knowledge_base import KnowledgeBase
