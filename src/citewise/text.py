@@ -70,7 +70,7 @@ def stem(word: str) -> str:
             break
     if word.endswith(("tion", "sion")) and len(word) > 6:
         word = word[:-3]
-    if word.endswith("e") and len(word) > 4:
+    if word.endswith("e") and len(word) > 3:  # "file" meets "files", "filed" and "filing" at "fil"
         word = word[:-1]
     return word[:7]
 
