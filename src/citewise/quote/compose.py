@@ -42,7 +42,7 @@ from citewise.quote.sentences import (
     values,
     whole_table,
 )
-from citewise.text import compact, content_terms, jaccard, stem
+from citewise.text import compact, content_terms, jaccard
 from citewise.types import REFUSAL_TEXT, AnswerStyle, ScoredChunk
 
 TABLE_ROW_IN_PROCEDURE = 0.3  # how much a table row counts in the answer to "how do I …"
@@ -969,7 +969,3 @@ def compose(
         pointers=pointers,
         quoted=quoted,
     )
-
-
-def stem_terms(text: str) -> set[str]:
-    return {stem(w) for w in re.findall(r"[a-z0-9]+", text.lower())}
