@@ -2,14 +2,17 @@
 spans and code fences, for every module that reads text (quote mode, retrieval's query preparation, the validator,
 the question log).
 
-Everything here is cheap, deterministic and dependency-free: regular expressions and a light stemmer, so the same
-text always yields the same words on every machine.
+Everything here is cheap and deterministic: regular expressions and the English Snowball stemmer (PyStemmer, in C),
+so the same text always yields the same words on every machine.
 """
 
 from __future__ import annotations
 
 import re
+import threading
 from collections.abc import Iterable
+
+import Stemmer
 
 # ---------------------------------------------------------------------------------------------------------------
 # Stop words
@@ -43,36 +46,22 @@ STOPWORDS = frozenset(_STOPWORD_TEXT.split()) | frozenset(_PHRASING_TEXT.split()
 # ---------------------------------------------------------------------------------------------------------------
 
 TOKEN_RE = re.compile(r"[a-z0-9]+(?:['’][a-z]+)?(?:[_.][a-z0-9]+)*")
-_SUFFIXES = (
-    ("ational", "ate"), ("ations", "at"), ("ation", "at"), ("ization", "iz"), ("ements", "e"), ("ement", "e"),
-    ("ments", ""), ("ment", ""), ("nesses", ""), ("ness", ""), ("ings", ""), ("ing", ""), ("ities", ""),
-    ("ity", ""), ("ies", "y"), ("ied", "y"), ("sses", "ss"), ("edly", ""), ("ed", ""), ("ers", ""), ("er", ""),
-    ("ly", ""), ("es", ""), ("s", ""),
-)  # fmt: skip
-# The same, by their last letter, in the same order: a word is tried only against the suffixes it could end with
-# (stem runs over every word of the vocabulary on a cold start).
-_SUFFIXES_BY_LAST = {
-    last: [(suffix, replacement) for suffix, replacement in _SUFFIXES if suffix.endswith(last)]
-    for last in dict.fromkeys(suffix[-1] for suffix, _ in _SUFFIXES)
-}
+# One Snowball stemmer per thread: a PyStemmer object keeps state between calls and is not thread-safe.
+_STEMMERS = threading.local()
 
 
 def stem(word: str) -> str:
-    """A light, deterministic stemmer: enough that "configure", "configured" and "configuration" meet."""
+    """The English Snowball stem of a word ("configure", "configured", "configuration" → "configur"; "file",
+    "files", "filing" → "file"), lower-case; words of three letters or fewer and words with digits stay as they are."""
     word = word.lower().replace("’", "'")
     if word.endswith("'s"):
         word = word[:-2]
     if not word.isalpha() or len(word) <= 3:
         return word
-    for suffix, replacement in _SUFFIXES_BY_LAST.get(word[-1], ()):
-        if word.endswith(suffix) and len(word) - len(suffix) >= 3 and not (suffix == "s" and word.endswith("ss")):
-            word = word[: -len(suffix)] + replacement
-            break
-    if word.endswith(("tion", "sion")) and len(word) > 6:
-        word = word[:-3]
-    if word.endswith("e") and len(word) > 3:  # "file" meets "files", "filed" and "filing" at "fil"
-        word = word[:-1]
-    return word[:7]
+    stemmer = getattr(_STEMMERS, "english", None)
+    if stemmer is None:
+        stemmer = _STEMMERS.english = Stemmer.Stemmer("english")
+    return stemmer.stemWord(word)
 
 
 def words(text: str) -> list[str]:

@@ -238,6 +238,10 @@ def test_quote_answer_grounds_with_spans_and_passes_the_validator():
         ("name", "named"),
         ("code", "coding"),
         ("release", "releases"),
+        # Snowball also meets what a suffix list misses
+        ("use", "using"),
+        ("setting", "set"),
+        ("running", "run"),
     ],
 )
 def test_stemming_joins_word_forms(a, b):
@@ -821,9 +825,9 @@ def test_a_corpus_wide_word_inside_a_longer_name_is_not_required():
     )
     question = analyse("What is a context processor in Starlette's Jinja2 templates?")
     assert question.anchors == ("Starlette's Jinja2",)
-    about_starlette = Corpus({"starlet": 300})  # every other chunk names the product
+    about_starlette = Corpus({stem("Starlette"): 300})  # every other chunk names the product
     assert missing_anchors(question, [(1, templates)], {0}, about_starlette) == ()
-    assert missing_anchors(question, [(1, templates)], {0}, Corpus({"starlet": 1})) == ("Starlette's Jinja2",)
+    assert missing_anchors(question, [(1, templates)], {0}, Corpus({stem("Starlette"): 1})) == ("Starlette's Jinja2",)
 
 
 PLUGINS = [
