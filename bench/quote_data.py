@@ -323,6 +323,7 @@ SOMNIA_A = QUESTIONS / "somnia_a.jsonl"
 SOMNIA_B = QUESTIONS / "somnia_b.jsonl"
 PIP = QUESTIONS / "pip_docs.jsonl"
 STARLETTE = QUESTIONS / "starlette_docs.jsonl"
+STARLETTE_SHORT = QUESTIONS / "starlette_short.jsonl"
 CITEWISE_QUESTIONS = ROOT / "docs" / "questions.jsonl"
 FIXTURE_QUESTIONS = ROOT / "tests" / "fixtures" / "questions.jsonl"
 SQUAD_A = QUESTIONS / "squadlike_a.jsonl"
@@ -371,6 +372,18 @@ SETS: dict[str, QuestionSet] = {
             "checked absent from every page. Scored once before it was fitted on, by the models fitted without it "
             "(2026-11-26): 55% right, 20% of the answerable and 68% of the unanswerable refused",
             lambda: [STARLETTE, DATA / "sources" / STARLETTE_SDIST],
+        ),
+        _docs_set(
+            "starlette_short",
+            "starlette_docs",
+            starlette_pages,
+            STARLETTE_SHORT,
+            "fit",
+            "short questions (three to nine words) a newcomer asks of the same Starlette pages: 25 answerable, and 25 "
+            "about things the pages never cover (Heroku, MongoDB, Celery …), each checked absent by the terms in its "
+            "`absent` field; written without running Citewise. Scored once before it was fitted on, by the models "
+            "fitted without it (2026-11-26): 92% right, none of the answerable and 72% of the unanswerable refused",
+            lambda: [STARLETTE_SHORT, DATA / "sources" / STARLETTE_SDIST],
         ),
         _docs_set(
             "somnia_b",
