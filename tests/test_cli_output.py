@@ -45,6 +45,22 @@ def test_markup_in_headings_and_failed_paths_is_printed_literally(tmp_path):
     assert listing.exit_code == 0 and "bad.pdf" in listing.stdout
 
 
+def test_emoji_codes_in_documents_are_printed_as_written(tmp_path):
+    """Rich turns `:date:` into a calendar emoji by default: a quote must show the docs' own characters."""
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    (docs / "fields.md").write_text("# Fields\n\nThe quokka loader reads the :date: field and the :smile: field.\n")
+    home = str(tmp_path / "home")
+    assert _run("ingest", str(docs), "--home", home).exit_code == 0
+
+    search = _run("search", "quokka loader field", "--home", home)
+    assert search.exit_code == 0 and ":date:" in search.stdout and "\N{CALENDAR}" not in search.stdout
+    ask = _run("ask", "Which field does the quokka loader read?", "--mode", "quote", "--home", home)
+    assert ask.exit_code == 0
+    assert ":date:" in ask.stdout and ":smile:" in ask.stdout
+    assert "\N{CALENDAR}" not in ask.stdout and "\N{SMILING FACE WITH SMILING EYES}" not in ask.stdout
+
+
 def test_control_characters_in_file_names_are_neutralised(tmp_path):
     docs = tmp_path / "docs"
     docs.mkdir()

@@ -77,7 +77,9 @@ def test_a_refusal_says_how_to_see_why(home):
 
 def test_terminal_answers_are_reflowed(monkeypatch):
     screen = io.StringIO()
-    monkeypatch.setattr(cli, "out", Console(file=screen, force_terminal=True, width=100, color_system=None))
+    monkeypatch.setattr(
+        cli, "out", Console(file=screen, force_terminal=True, width=100, color_system=None, emoji=False)
+    )
     answer = Answer(
         question="q",
         answer="Point `ORBITRON_KEY_FILE` at a 256-bit key\nbefore the first job is written [1].",

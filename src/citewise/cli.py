@@ -59,8 +59,9 @@ app.add_typer(sources_app, name="sources")
 app.add_typer(eval_app, name="eval")
 app.add_typer(db_app, name="db")
 
-out = Console()
-err = Console(stderr=True)
+# emoji=False: Rich would print the docs' ":date:" as a calendar emoji; a quote shows the characters the docs hold.
+out = Console(emoji=False)
+err = Console(stderr=True, emoji=False)
 
 HomeOpt = Annotated[
     Path | None,
