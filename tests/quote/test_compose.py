@@ -979,3 +979,39 @@ def test_structured_parts_do_not_repeat_the_why_sentence():
     )
     assert answer.text.count("It is fast: it schedules jobs") == 1, answer.text
     assert answer.text.count("## Engine") == 1  # the second part has nothing new to quote
+
+
+def test_a_list_question_gets_its_sections_table_although_a_prose_sentence_matches_better():
+    # One section cut into two passages: the table, whose rows never say "format" or "supported" (the heading
+    # does), and a prose sentence that holds both words.
+    prose = chunk(
+        "Files must be UTF-8. Any other extension fails with `unsupported format`.",
+        "formats.md",
+        chapter="Importing > Supported formats",
+        score=0.4,
+        dense=0.8,
+    )
+    table = chunk(
+        "| Kind | Extensions |\n| --- | --- |\n| Markdown | `.md` |\n| Orbit plan | `.orb` |\n"
+        "| Plain text | `.txt` |\n",
+        "formats.md",
+        chapter="Importing > Supported formats",
+        score=0.3,
+    ).model_copy(update={"chunk_id": make_chunk_id(make_doc_id("formats.md"), 1), "chunk_index": 1})
+    chunks = [(1, prose), (2, table)]
+    listed = quote_answer([Part(analyse("Which formats are supported?"), chunks)], QuoteSettings(threshold=0.0))
+    assert not listed.refused
+    assert listed.text.startswith("| Kind | Extensions |"), listed.text
+    assert "| Orbit plan | `.orb` |" in listed.text and "| Plain text | `.txt` |" in listed.text
+
+    # not for a question of another kind, nor when the section's headings don't hold the question
+    other = quote_answer(
+        [Part(analyse("What happens to a file with another extension?"), chunks)], QuoteSettings(threshold=0.0)
+    )
+    assert not other.text.startswith("| Kind |"), other.text
+    elsewhere = [
+        (1, prose.model_copy(update={"chapter": "Importing > Encoding"})),
+        (2, table.model_copy(update={"chapter": "Importing > Kinds"})),
+    ]
+    unlisted = quote_answer([Part(analyse("Which formats are supported?"), elsewhere)], QuoteSettings(threshold=0.0))
+    assert not unlisted.text.startswith("| Kind |"), unlisted.text

@@ -49,6 +49,7 @@ TABLE_ROW_IN_PROCEDURE = 0.3  # how much a table row counts in the answer to "ho
 RELATIVE_CUTOFF = 0.5  # a sentence joins the answer when at least this fraction as relevant as the best one
 REDUNDANCY_JACCARD = 0.6  # two sentences sharing this much of their content words say the same thing
 CODE_MIN_COVERAGE = 0.5  # a code block covering this much of the question is quoted beside its passage's prose
+LISTING_HEADING_COVERAGE = 0.5  # a list question's best passage is a listing when its headings cover this much
 HEADING_SHARE = 0.3  # how much a sentence's section headings count in its relevance
 NAVIGATION_FACTOR = 0.5  # a sentence that only points elsewhere ("See [X](x.md) for …")
 FURNITURE_FACTOR = 0.2  # breadcrumbs, "Previous / Next" links, notices in capitals
@@ -484,6 +485,10 @@ def select(
         before = predecessor(heads[0] if heads else sentence, chunks)
         return before is not None and taken(before)
 
+    if question.kind == QuestionKind.LIST:
+        table = _listing_table(scored, chunks)
+        if table is not None and not (skip is not None and skip(table)):
+            chosen.append(table)
     for item in scored:
         sentence = item.sentence
         if item.coverage <= 0 and not sentence.code:
@@ -542,6 +547,25 @@ def select(
         heads = heads[max(0, len(heads) - (limit - 1)) :] if limit > 1 else []
         chosen += [*heads, sentence]
     return chosen, rest, blocks
+
+
+def _listing_table(scored: Sequence[Scored], chunks) -> Sentence | None:
+    """For a "which … are supported" question: the table in the best candidate's section, when that section's
+    headings cover the question (at least half of its weight). Its rows seldom repeat the question's words —
+    the heading holds them — so they rank below any prose sentence that does ("Any other extension fails …"), and
+    that sentence must not push the listing itself out of the answer."""
+    lead = next((item for item in scored if not item.sentence.code), None)
+    if lead is None or lead.features.get("heading_coverage", 0.0) < LISTING_HEADING_COVERAGE:
+        return None
+    section = _section(chunks[lead.sentence.slot][1])
+    for item in scored:  # a long section is cut into several passages: its table may stand in another one
+        if item.sentence.header and _section(chunks[item.sentence.slot][1]) == section:
+            return whole_table(item.sentence, chunks)
+    return None
+
+
+def _section(chunk: ScoredChunk) -> tuple[str, str]:
+    return (chunk.doc_id, chunk.chapter)
 
 
 _THERE_RE = re.compile(r"^(?:is|are)\s+there\b", re.I)
