@@ -12,7 +12,7 @@ from citewise.agent.grounding import ground
 from citewise.agent.validator import validate_answer
 from citewise.quote import Part, QuoteAnswer, analyse, answer, question_focus
 from citewise.quote import answer as quote_answer
-from citewise.quote.sentences import is_anaphoric, is_navigation
+from citewise.quote.sentences import is_anaphoric, is_introduction, is_navigation
 from citewise.settings import QuoteSettings
 from citewise.text import content_terms, split_sentences, stem
 from citewise.types import REFUSAL_TEXT, AnswerStyle, ScoredChunk, make_chunk_id, make_doc_id
@@ -630,6 +630,23 @@ def test_navigation_is_recognised(text):
 )
 def test_content_sentences_are_not_navigation(text):
     assert not is_navigation(text)
+
+
+@pytest.mark.parametrize(
+    ("text", "about_the_page"),
+    [
+        ("This guide will teach you how to deploy a contract.", True),
+        ("In this tutorial we'll build a token swap.", True),
+        ("Congratulations! You have deployed your first contract.", True),
+        ("Congratulations, you have successfully connected MetaMask.", True),
+        ("You've successfully built a random number generator.", True),
+        ("Run `orbitron deploy` to deploy the contract.", False),
+        ("Deploying needs 0.1 ORB for gas, paid by the deploying account.", False),
+        ("You have to set ORBITRON_KEY before you deploy.", False),
+    ],
+)
+def test_a_pages_introduction_and_conclusion_are_told_from_its_content(text, about_the_page):
+    assert is_introduction(text) is about_the_page
 
 
 def test_the_tail_of_a_sentence_cut_by_the_chunk_overlap_is_not_quoted():

@@ -225,14 +225,17 @@ def is_shouting(text: str) -> bool:
 
 _INTRO_RE = re.compile(
     r"\b(?:this|the following|in this) (?:guide|tutorial|page|section|article|document|walkthrough)\b"
-    r"|\byou(?:'ll| will) learn\b|\bwe(?:'ll| will) (?:walk|show|build|create|integrate|cover|explore|look)\b",
+    r"|\byou(?:'ll| will) learn\b|\bwe(?:'ll| will) (?:walk|show|build|create|integrate|cover|explore|look)\b"
+    # ... and its conclusion: "Congratulations! You've successfully deployed …"
+    r"|^\W*congratulations\b|\byou(?:'ve| have) (?:now )?successfully\b",
     re.I,
 )
 
 
 def is_introduction(text: str) -> bool:
     """A sentence about the page rather than its subject ("This guide will teach you how to …", "In this tutorial
-    we'll build …"): it names what a question asks about and states none of it."""
+    we'll build …", and the tutorial's "Congratulations! You've successfully deployed …"): it names what a question
+    asks about and states none of it."""
     return bool(_INTRO_RE.search(text))
 
 
