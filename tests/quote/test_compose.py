@@ -640,6 +640,8 @@ def test_content_sentences_are_not_navigation(text):
         ("Congratulations! You have deployed your first contract.", True),
         ("Congratulations, you have successfully connected MetaMask.", True),
         ("You've successfully built a random number generator.", True),
+        ("You’ve successfully integrated ConnectKit.", True),  # a typographic apostrophe, as many sites print it
+        ("In this guide, you’ll learn how to verify a contract.", True),
         ("Run `orbitron deploy` to deploy the contract.", False),
         ("Deploying needs 0.1 ORB for gas, paid by the deploying account.", False),
         ("You have to set ORBITRON_KEY before you deploy.", False),

@@ -225,9 +225,9 @@ def is_shouting(text: str) -> bool:
 
 _INTRO_RE = re.compile(
     r"\b(?:this|the following|in this) (?:guide|tutorial|page|section|article|document|walkthrough)\b"
-    r"|\byou(?:'ll| will) learn\b|\bwe(?:'ll| will) (?:walk|show|build|create|integrate|cover|explore|look)\b"
-    # ... and its conclusion: "Congratulations! You've successfully deployed …"
-    r"|^\W*congratulations\b|\byou(?:'ve| have) (?:now )?successfully\b",
+    r"|\byou(?:['’]ll| will) learn\b|\bwe(?:['’]ll| will) (?:walk|show|build|create|integrate|cover|explore|look)\b"
+    # ... and its conclusion: "Congratulations! You've successfully deployed …" (either apostrophe)
+    r"|^\W*congratulations\b|\byou(?:['’]ve| have) (?:now )?successfully\b",
     re.I,
 )
 
