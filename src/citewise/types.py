@@ -169,6 +169,11 @@ class Chunk(_Model):
     owner: str = PUBLIC_OWNER
     content_hash: str = ""  # sha256 of text: lets a changed file reuse embeddings of unchanged chunks
 
+    @property
+    def section(self) -> tuple[str, str]:
+        """The section it belongs to (document and heading path): a long section is cut into several chunks."""
+        return (self.doc_id, self.chapter)
+
 
 class ScoredChunk(Chunk):
     """A chunk as retrieval returns it. `score` is the fused score that ordered the results; `dense_score` is the

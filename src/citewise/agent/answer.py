@@ -167,10 +167,9 @@ def closest_sections(sources: Sequence[ScoredChunk]) -> list[SectionRef]:
     seen: set[tuple[str, str]] = set()
     out: list[SectionRef] = []
     for chunk in sources:
-        key = (chunk.doc_id, chunk.chapter)
-        if key in seen:
+        if chunk.section in seen:
             continue
-        seen.add(key)
+        seen.add(chunk.section)
         out.append(SectionRef.of(chunk))
         if len(out) == CLOSEST_SECTIONS:
             break

@@ -557,15 +557,11 @@ def _listing_table(scored: Sequence[Scored], chunks) -> Sentence | None:
     lead = next((item for item in scored if not item.sentence.code), None)
     if lead is None or lead.features.get("heading_coverage", 0.0) < LISTING_HEADING_COVERAGE:
         return None
-    section = _section(chunks[lead.sentence.slot][1])
+    section = chunks[lead.sentence.slot][1].section
     for item in scored:  # a long section is cut into several passages: its table may stand in another one
-        if item.sentence.header and _section(chunks[item.sentence.slot][1]) == section:
+        if item.sentence.header and chunks[item.sentence.slot][1].section == section:
             return whole_table(item.sentence, chunks)
     return None
-
-
-def _section(chunk: ScoredChunk) -> tuple[str, str]:
-    return (chunk.doc_id, chunk.chapter)
 
 
 _THERE_RE = re.compile(r"^(?:is|are)\s+there\b", re.I)
