@@ -125,9 +125,13 @@ def _unquoted(ordered: list[Sentence], chunks, already: Sequence[Quoted], follow
     return out
 
 
+def _span(sentence: Sentence, chunks) -> Quoted:
+    return (chunks[sentence.slot][1].chunk_id, sentence.start, sentence.end)
+
+
 def _quoted_before(sentence: Sentence, chunks, already: Sequence[Quoted]) -> bool:
-    chunk_id = chunks[sentence.slot][1].chunk_id
-    return any(cid == chunk_id and start < sentence.end and sentence.start < end for cid, start, end in already)
+    chunk_id, first, last = _span(sentence, chunks)
+    return any(cid == chunk_id and start < last and first < end for cid, start, end in already)
 
 
 def _refuse(reason: str, signals: Signals | None = None, probability: float | None = None) -> Composed:
@@ -944,7 +948,7 @@ def compose(
     if lead is not None:
         ordered = [lead, *[s for s in ordered if s.key != lead.key]]
     ordered = _unquoted(ordered, chunks, already, follows)
-    quoted = [(chunks[s.slot][1].chunk_id, s.start, s.end) for s in ordered]
+    quoted = [_span(s, chunks) for s in ordered]
     if not ordered:
         text, order, pointers = "", [], []
     elif structured:
@@ -952,7 +956,7 @@ def compose(
         if why is not None and _quoted_before(why, chunks, already):
             why = None
         if why is not None:
-            quoted.append((chunks[why.slot][1].chunk_id, why.start, why.end))
+            quoted.append(_span(why, chunks))
         lines = [f"## {_topic(question, chunks[top.slot][1])}", "", "### Key Points", ""]
         lines += [f"- {_key_point(s)} [{s.n}]" for s in ordered]
         lines += ["", "### Why It Matters", ""]
