@@ -465,7 +465,9 @@ def select(
     Sentences at least RELATIVE_CUTOFF as relevant as the best one, near-duplicates and lead-ins ("Run this:")
     dropped. A sentence that points back ("They …") joins only right after its predecessor, which must share a
     question word; a navigation sentence ("See … for …") only when no other sentence is taken. Should nothing else
-    remain, the best pointing-back sentence is quoted after all, with its predecessor when there is room."""
+    remain, the best pointing-back sentence is quoted after all, with its predecessor when there is room.
+    `skip`: what an earlier part of the question quoted, passed over here; `follows`: the last thing it quoted, which
+    a sentence pointing back may follow."""
     question_terms = set(question.terms)
     chosen: list[Sentence] = []
     rest: list[Sentence] = []
@@ -473,6 +475,8 @@ def select(
     dangling: list[Sentence] = []
     navigation: list[Sentence] = []
     best = next((item.relevance for item in scored if not item.sentence.code), 0.0)
+    quoted = skip or (lambda sentence: False)
+    quoted_last = follows or (lambda sentence: False)
 
     def duplicate(sentence: Sentence) -> bool:
         return any(
@@ -483,7 +487,7 @@ def select(
         )
 
     def taken(sentence: Sentence) -> bool:  # here, or last by the part before: "It …" may follow that
-        return any(c.key == sentence.key for c in chosen) or (follows is not None and follows(sentence))
+        return any(c.key == sentence.key for c in chosen) or quoted_last(sentence)
 
     def taken_before(heads: list[Sentence], sentence: Sentence) -> bool:
         before = predecessor(heads[0] if heads else sentence, chunks)
@@ -491,7 +495,7 @@ def select(
 
     if question.kind == QuestionKind.LIST:
         table = _listing_table(scored, chunks)
-        if table is not None and not (skip is not None and skip(table)):
+        if table is not None and not quoted(table):
             chosen.append(table)
     for item in scored:
         sentence = item.sentence
@@ -499,7 +503,7 @@ def select(
             continue
         if item.relevance < RELATIVE_CUTOFF * best:
             break
-        if skip is not None and skip(sentence):
+        if quoted(sentence):
             continue  # quoted already (by an earlier part of the question)
         if sentence.code:
             if item.coverage >= CODE_MIN_COVERAGE or (ranked and item.relevance >= best):  # the ranker's pick
@@ -510,7 +514,7 @@ def select(
             continue
         if sentence.header and question.kind == QuestionKind.LIST and not chosen:
             table = whole_table(sentence, chunks)
-            if table is not None and not (skip is not None and skip(table)):  # else its rows, one by one
+            if table is not None and not quoted(table):  # else its rows, one by one
                 chosen.append(table)
                 continue
         if sentence.text.rstrip("*_ ").endswith(":"):
@@ -525,7 +529,7 @@ def select(
             continue
         if is_anaphoric(sentence.text):
             heads, anchored = antecedents(sentence, chunks, taken, limit)
-            if skip is not None and any(skip(h) for h in heads):
+            if any(quoted(h) for h in heads):
                 dangling.append(sentence)  # what it points back to was quoted by an earlier part, further up
                 continue
             if not anchored or not (taken_before(heads, sentence) or any(h.terms & question_terms for h in heads)):
