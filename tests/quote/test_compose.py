@@ -689,6 +689,35 @@ def test_a_procedure_is_answered_with_its_command_not_a_table_row_or_a_search_ex
     assert "orbitron search" not in answer.text  # the question as a quoted argument answers nothing
 
 
+SEPARATE = chunk(
+    "## Separate indexes\n\nSeparate indexes for two products keep their chunks apart, so each product's answers "
+    "quote its own docs. An index cannot mix embedding models.",
+    "configuration.md",
+    chapter="Configuration > Changing models",
+)
+RECIPE = chunk(
+    "## Several independent indexes\n\n"
+    "```bash\norbitron ingest product-a/docs --home ~/indexes/product-a\n"
+    "orbitron ingest product-b/docs --home ~/indexes/product-b\n```\n",
+    "recipes.md",
+    dense=0.6,
+    chapter="Recipes > Several independent indexes",
+)
+
+
+def test_how_do_i_gets_the_ranker_s_best_command_even_when_it_repeats_no_question_word():
+    # The commands say `--home`, not "separate" or "products", so the block covers little of the question; it stands
+    # in a passage of its own, after no quoted sentence. The ranker still places it near the top: for "how do I" the
+    # command is the answer, so it is quoted beside the sentence that talks about the question.
+    answer = compose_quote_answer("How do I keep separate indexes for two products?", [(1, SEPARATE), (2, RECIPE)])
+    assert not answer.refused
+    assert "Separate indexes for two products" in answer.text
+    assert "--home ~/indexes/product-b" in answer.text
+    # A question that asks what something is, not how to do it, is not handed the command.
+    answer = compose_quote_answer("What are separate indexes for two products?", [(1, SEPARATE), (2, RECIPE)])
+    assert "--home" not in answer.text
+
+
 def test_a_line_inside_a_quoted_label_line_is_not_quoted_again():
     network = chunk(
         "## Network\n\nThe endpoints below serve the public network.\n\nRPC\n\n"

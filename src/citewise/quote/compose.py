@@ -506,7 +506,11 @@ def select(
         if quoted(sentence):
             continue  # quoted already (by an earlier part of the question)
         if sentence.code:
-            if item.coverage >= CODE_MIN_COVERAGE or (ranked and item.relevance >= best):  # the ranker's pick
+            if (
+                item.coverage >= CODE_MIN_COVERAGE
+                or (ranked and item.relevance >= best)  # the ranker's pick
+                or (ranked and question.kind == QuestionKind.PROCEDURE and not blocks)  # its best command
+            ):
                 blocks.append(sentence)
             continue
         if sentence.header and question.kind == QuestionKind.PROCEDURE and (chosen or blocks):
