@@ -295,6 +295,19 @@ def test_a_misspelt_stop_word_is_not_turned_into_a_term(indexed):
     assert Retriever(indexed).prepare("does the gpu matter").corrections == {}
 
 
+def test_english_words_names_and_contractions_the_docs_lack_are_searched_as_asked(indexed):
+    # What a question about something the docs don't cover hinges on: corrected to the nearest words the docs hold,
+    # it would ask about them instead.
+    retriever = Retriever(indexed)
+    assert retriever.prepare("Is there an official Helm chart for the ledger?").corrections == {}
+    assert retriever.prepare("What's the Pyth price feed address?").corrections == {}
+    assert retriever.prepare("Does the ledger support SAML or OAuth logins?").corrections == {}
+    assert retriever.prepare("Why aren't ledger snapshots logged?").corrections == {}
+    assert retriever.prepare("Is the onnx-int8 backend faster?").corrections == {}
+    # The same words misspelt are still corrected, a long identifier with a typo too.
+    assert retriever.prepare("Ledgr snapshts?").corrections == {"Ledgr": "ledger", "snapshts": "snapshots"}
+
+
 def test_one_owner_s_words_never_correct_another_s_question(indexed):
     retriever = Retriever(indexed)
     # "compensation" is only in alice's private document.

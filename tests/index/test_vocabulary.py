@@ -45,3 +45,20 @@ def test_a_typo_the_docs_hold_once_is_still_corrected_to_the_word_they_use_every
     # A rare word with no far more frequent neighbour is the docs' own word, not a typo.
     rare = Vocabulary.build([("public", "The zephyrion module."), ("public", "zephyrian lore")], version=1)
     assert rare.view(None).correct("zephyrion") is None
+
+
+def test_an_english_word_the_docs_lack_is_no_typo():
+    rows = [("public", "The chat window shows the page size, the install guide and the loan terms.")] * 3
+    view = Vocabulary.build(rows, version=1).view(None)
+    # Each is one or two edits from a word the docs hold, and means something else.
+    for word in ("chart", "site", "uninstall", "loans", "main"):
+        assert view.correct(word) is None, word
+    assert view.correct("chatt") == "chat" and view.correct("instal") == "install"  # typos (the list's rarest)
+
+
+def test_a_correction_starts_with_the_word_s_letter_and_prefers_the_word_a_typo_left_a_letter_out_of():
+    rows = [("public", "The list of routes. A rate limit applies. Reloading the page.")] * 3
+    view = Vocabulary.build(rows, version=1).view(None)
+    assert view.correct("limt") == "limit"  # one edit from both "limit" and "list": a letter left out is commoner
+    assert view.correct("preloading") is None  # a prefix makes another word, not a typo of "reloading"
+    assert view.correct("xlist") is None

@@ -27,6 +27,29 @@ from citewise.types import Chunk, Owner, RankingProfile, RetrievalMode, ScoredCh
 MAX_QUERY_CHARS = 10_000
 
 
+_WORD_RE = re.compile(r"(?<![\w'’])[A-Za-z]+(?:['’][A-Za-z]+)*(?![\w'’])")
+_SENTENCE_START_RE = re.compile(r"(?:^|[.!?:]\s+|\n)[\"'“‘(*_`]*$")
+MIN_CORRECTED_MIXED_CASE = 8  # a shorter word with a capital inside is an acronym or a name ("OAuth", "wSTT")
+
+
+def _correctable(query: str) -> list[str]:
+    """The words of `query` spelling correction may look at: not a contraction ("aren't"), not part of a word with
+    digits (`int8`, `MultiCallV3`), not an acronym or a short name with capitals inside ("APY", "vLLM", "OAuth"),
+    and not a capitalised word inside a sentence ("the Pyth price feed", "a Helm chart"): names the docs don't
+    hold are what the question is about. A long identifier with a typo ("RedirectRespone") is still corrected."""
+    out = []
+    for match in _WORD_RE.finditer(query):
+        word = match.group(0)
+        if "'" in word or "’" in word:
+            continue
+        if any(c.isupper() for c in word[1:]) and len(word) < MIN_CORRECTED_MIXED_CASE:
+            continue
+        if word[0].isupper() and word[1:].islower() and not _SENTENCE_START_RE.search(query[: match.start()]):
+            continue
+        out.append(word)
+    return out
+
+
 @dataclass(frozen=True, slots=True)
 class PreparedQuery:
     """A query as searched: `corrected` is embedded, `lexical` goes to the full-text index."""
@@ -165,7 +188,7 @@ class Retriever:
             return PreparedQuery(query, query, query, {})
         view = self.kb.vocabulary.view(owner)
         corrections: dict[str, str] = {}
-        for word in dict.fromkeys(re.findall(r"[A-Za-z]+", query)):
+        for word in dict.fromkeys(_correctable(query)):
             fixed = view.correct(word)
             if fixed is not None:
                 corrections[word] = fixed

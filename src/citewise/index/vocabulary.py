@@ -5,7 +5,8 @@ It serves two needs at query time, for any index size, without asking the full-t
 - **spelling correction against the docs** — "how do i delet a documnet from the indx" is searched as "delete a
   document from the index": only words the index has never seen are corrected, and only to a word it holds (the
   most frequent one among the closest by optimal-string-alignment distance, which counts a swap of two letters as
-  one edit), so a correctly spelled word is never changed and a word no document uses stays as asked;
+  one edit), so a correctly spelled word is never changed; nor is an English word no document uses, nor a name
+  or an acronym ("Pyth", "SAML"): the docs not holding them is what the question's answer hinges on;
 - **corpus statistics** — how many chunks hold a word, which quote mode uses to tell the words a question hinges
   on (rare in the corpus) from the product's name (in most chunks).
 
@@ -40,6 +41,43 @@ MAX_CORRECTED_CHARS = 40
 RARE_FORM_MAX = 2
 RARE_FORM_RATIO = 5
 RARE_FORM_MIN_TARGET = 10
+
+
+_ENGLISH: dict[str, int] | None = None
+_ENGLISH_LOCK = threading.Lock()
+ENGLISH_MIN_COUNT = 100  # the word list's floor (50) holds rare words and typos alike ("instal", "thru", "sett")
+ENGLISH_MIN_COUNT_SHORT = 1000  # for words under MIN_CORRECTED_CHARS letters: "two", "hit" are words, "wat" is not
+
+
+def english_count(word: str) -> int:
+    """How often an English word list counts `word` (lower-case), 0 for none: pyspellchecker's list (about 160,000
+    words with their frequency in subtitles and Wikipedia), read on first use (about 0.1 s)."""
+    global _ENGLISH
+    if _ENGLISH is None:
+        with _ENGLISH_LOCK:
+            if _ENGLISH is None:
+                import gzip
+                from importlib.resources import files
+
+                raw = files("spellchecker").joinpath("resources", "en.json.gz").read_bytes()
+                _ENGLISH = json.loads(gzip.decompress(raw))
+    return _ENGLISH.get(word, 0)
+
+
+def is_english(word: str) -> bool:
+    """Whether `word` (lower-case) is a common enough English word that it is no typo, whatever the docs hold.
+
+    Spelling correction only corrects words that are none: a question about what the docs don't cover ("Is there a
+    Helm chart?", "Does it support flash loans?", "What is the main site?") is full of real words the docs never
+    use, and turning them into the nearest words the docs do use ("help chat", "loan", "min size") answers another
+    question."""
+    return english_count(word) >= (ENGLISH_MIN_COUNT_SHORT if len(word) < MIN_CORRECTED_CHARS else ENGLISH_MIN_COUNT)
+
+
+def _omitted(word: str, candidate: str) -> bool:
+    """Whether `word` is `candidate` with letters left out ("limt" of "limit"): the commonest typo."""
+    rest = iter(candidate)
+    return all(letter in rest for letter in word)
 
 
 def chunk_terms(text: str) -> set[str]:
@@ -144,14 +182,17 @@ class VocabularyView:
 
     def correct(self, word: str) -> str | None:
         """The word the index holds that `word` is most likely a misspelling of, or None: when `word` is known, is
-        no plain word (digits), is too short or long, or nothing is close enough (one edit up to 7 letters, two
-        from 8). Ties go to the more frequent word, then the alphabetically first, so the result is stable."""
+        an English word (`is_english`), is no plain word (digits), is too short or long, or nothing that starts with
+        its letter is close enough (one edit up to 7 letters, two from 8). Ties go to a word the typo left a letter
+        out of, then to the more frequent word, then the alphabetically first, so the result is stable."""
         word = word.lower()
         if word in STOPWORDS or not word.isalpha() or len(word) > MAX_CORRECTED_CHARS:
             return None
         seen = self.counts.get(word, 0)
         if seen > RARE_FORM_MAX:
             return None  # a word the docs use is spelt as they spell it
+        if is_english(word):
+            return None  # a word the docs don't use is still a word: "site" is not "size", "chart" not "chat"
         from rapidfuzz import process
         from rapidfuzz.distance import OSA
 
@@ -165,15 +206,17 @@ class VocabularyView:
             self._choices = sorted(w for w in self.counts if w.isalpha() and len(w) >= MIN_CORRECTED_CHARS - 1)
         limit = 1 if len(word) < 8 else 2
         matches = process.extract(word, self._choices, scorer=OSA.distance, score_cutoff=limit, limit=None)
-        # A stop word only when it starts like the word ("waht" is "what"; "band" is not "and"); a word the docs hold
-        # once or twice ("indx" in an example of a typo) only for a far more frequent one.
+        # Only a word that starts like the word: a first letter is seldom mistyped, and a word with a prefix is
+        # another word ("band" is not "and", "preloading" not "reloading", "unhandled" not "handled"). A word the
+        # docs hold once or twice ("indx" in an example of a typo) only for a far more frequent one. Among the
+        # closest, a word the typo left letters out of first ("limt": "limit", not "list").
         matches = [
             m
             for m in matches
             if m[0] != word
-            and (m[0] not in STOPWORDS or m[0][0] == word[0])
+            and m[0][0] == word[0]
             and (not seen or self.counts[m[0]] >= max(RARE_FORM_RATIO * seen, RARE_FORM_MIN_TARGET))
         ]
         if not matches:
             return None
-        return min(matches, key=lambda m: (m[1], -self.counts[m[0]], m[0]))[0]
+        return min(matches, key=lambda m: (m[1], not _omitted(word, m[0]), -self.counts[m[0]], m[0]))[0]
