@@ -718,6 +718,20 @@ def test_how_do_i_gets_the_ranker_s_best_command_even_when_it_repeats_no_questio
     assert "--home" not in answer.text
 
 
+def test_a_faq_answer_is_quoted_without_its_answer_label():
+    faq = chunk(
+        "## FAQ\n\nQ: How do I reset my password?\n\nA: Open Settings and click Reset password.\n\n"
+        "**Q:** Can I change my username?\n\n**A:** No, usernames are permanent once chosen.\n",
+        "faq.md",
+        chapter="FAQ",
+    )
+    answer = compose_quote_answer("How do I reset my password?", [(1, faq)])
+    assert answer.text.startswith("Open Settings and click Reset password. [1]")
+    answer = compose_quote_answer("Can I change my username?", [(1, faq)])
+    assert answer.text.startswith("No, usernames are permanent once chosen. [1]")
+    assert "Q:" not in answer.text and "A:" not in answer.text
+
+
 def test_a_line_inside_a_quoted_label_line_is_not_quoted_again():
     network = chunk(
         "## Network\n\nThe endpoints below serve the public network.\n\nRPC\n\n"

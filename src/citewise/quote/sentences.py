@@ -36,6 +36,8 @@ _NAVIGATION_RE = re.compile(
 )
 # A question in the docs (a FAQ's "Q:" line, a rhetorical "Why does this matter?") asks, it doesn't answer.
 _ASKING_RE = re.compile(r"^[\"'“‘(\[*_]*(?:q|question)\s*[:.)]|\?[\"'”’)*_]*$", re.I)
+# A FAQ's answer label ("A: Yes, …", "**Answer:** …"): not part of what the answer says, so a quote starts after it.
+_ANSWER_LABEL_RE = re.compile(r"(?:[*_]{1,2})?(?:A|Answer|ANSWER)\s*:(?:[*_]{1,2})?\s+(?:[*_]{1,2}\s*)?(?=\S)")
 _LINK_TARGET_RE = re.compile(r"\]\(([^)#\s]+\.(?:md|mdx|html?|rst|txt))(?:#[^)]*)?\)")
 # Values a "what is the default / which port / how many / when" question wants: numbers (not list ordinals), inline
 # code, URLs, hex addresses, quantities in words.
@@ -392,6 +394,9 @@ def candidates(chunks: Sequence[tuple[int, ScoredChunk]], *, code: bool = False)
                 Sentence(slot, n, start, end, text, frozenset(content_terms(text)), index=-1, header=header)
             )
         for index, (start, end) in enumerate(spans):
+            label = _ANSWER_LABEL_RE.match(chunk.text, start, end)
+            if label and end - label.end() > 1:
+                start = label.end()
             text = chunk.text[start:end]
             if len(text.split()) < MIN_SENTENCE_WORDS and not (len(text.split()) >= 2 and _short_value(text)):
                 continue
