@@ -718,6 +718,32 @@ def test_how_do_i_gets_the_ranker_s_best_command_even_when_it_repeats_no_questio
     assert "--home" not in answer.text
 
 
+def test_the_ranker_s_best_command_counts_only_when_it_ranks_among_the_first_candidates():
+    # A block that clears the relative cut-off far down the ranking (a DAO page's `address public owner;` for "How do
+    # I deploy a contract with Hardhat?") is no command worth quoting; ranked second, the same block is.
+    from citewise.quote.compose import Scored, select
+    from citewise.quote.sentences import candidates
+
+    deploy = chunk(
+        "Orbitron deploys smart contracts. It compiles them first. It checks the network next. It signs the "
+        "transaction last. It prints the address at the end.\n\n```\naddress public owner;\n```\n",
+        "deploy.md",
+    )
+    passages = [(1, deploy)]
+    found = candidates(passages, code=True)
+    prose = [s for s in found if not s.code]
+    block = next(s for s in found if s.code)
+    question = analyse("How do I deploy a smart contract with Orbitron?")
+
+    def blocks_with_the_command_at(position: int):
+        ranked = [Scored(0.9 - 0.05 * i, 0.5, s) for i, s in enumerate(prose)]
+        ranked.insert(position, Scored(ranked[position - 1].relevance - 0.01, 0.0, block))
+        return select(question, passages, ranked, 4, ranked=True)[2]
+
+    assert blocks_with_the_command_at(1) == [block]
+    assert blocks_with_the_command_at(5) == []  # above the cut-off (0.69 of 0.9), below the first four
+
+
 def test_a_faq_answer_is_quoted_without_its_answer_label():
     faq = chunk(
         "## FAQ\n\nQ: How do I reset my password?\n\nA: Open Settings and click Reset password.\n\n"

@@ -497,7 +497,7 @@ def select(
         table = _listing_table(scored, chunks)
         if table is not None and not quoted(table):
             chosen.append(table)
-    for item in scored:
+    for position, item in enumerate(scored):
         sentence = item.sentence
         if item.coverage <= 0 and not sentence.code:
             continue
@@ -509,7 +509,8 @@ def select(
             if (
                 item.coverage >= CODE_MIN_COVERAGE
                 or (ranked and item.relevance >= best)  # the ranker's pick
-                or (ranked and question.kind == QuestionKind.PROCEDURE and not blocks)  # its best command
+                # "how do I": the ranker's best command, when it ranks among the first `limit` candidates
+                or (ranked and question.kind == QuestionKind.PROCEDURE and not blocks and position < limit)
             ):
                 blocks.append(sentence)
             continue
