@@ -304,8 +304,13 @@ def test_english_words_names_and_contractions_the_docs_lack_are_searched_as_aske
     assert retriever.prepare("Does the ledger support SAML or OAuth logins?").corrections == {}
     assert retriever.prepare("Why aren't ledger snapshots logged?").corrections == {}
     assert retriever.prepare("Is the onnx-int8 backend faster?").corrections == {}
-    # The same words misspelt are still corrected, a long identifier with a typo too.
+    # The same words misspelt are still corrected, a long identifier with a typo too; so is a word in quotes or with
+    # a possessive "'s".
     assert retriever.prepare("Ledgr snapshts?").corrections == {"Ledgr": "ledger", "snapshts": "snapshots"}
+    assert retriever.prepare("What are 'snapshts' of the ledgr's?").corrections == {
+        "snapshts": "snapshots",
+        "ledgr": "ledger",
+    }
 
 
 def test_one_owner_s_words_never_correct_another_s_question(indexed):

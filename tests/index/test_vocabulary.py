@@ -48,12 +48,29 @@ def test_a_typo_the_docs_hold_once_is_still_corrected_to_the_word_they_use_every
 
 
 def test_an_english_word_the_docs_lack_is_no_typo():
-    rows = [("public", "The chat window shows the page size, the install guide and the loan terms.")] * 3
+    rows = [("public", "The chat window shows the page size, the server, the main loan terms and a mailbox.")] * 3
     view = Vocabulary.build(rows, version=1).view(None)
-    # Each is one or two edits from a word the docs hold, and means something else.
-    for word in ("chart", "site", "uninstall", "loans", "main"):
+    # Each is one edit from a docs word starting with its letter, and means something else.
+    for word in ("chart", "site", "sever", "mail", "loans"):
         assert view.correct(word) is None, word
-    assert view.correct("chatt") == "chat" and view.correct("instal") == "install"  # typos (the list's rarest)
+    assert view.correct("chatt") == "chat" and view.correct("sise") == "size"  # typos
+    rows = [("public", "Install the package.")] * 3
+    assert Vocabulary.build(rows, version=1).view(None).correct("instal") == "install"  # the list's rarest don't count
+
+
+def test_correction_works_without_the_word_list(monkeypatch):
+    # A missing or broken word list must not fail a search: correction goes on as it did without it.
+    import citewise.index.vocabulary as vocabulary
+
+    def unreadable(package):
+        raise ModuleNotFoundError(package)
+
+    monkeypatch.setattr(vocabulary, "_ENGLISH", None)
+    monkeypatch.setattr("importlib.resources.files", unreadable)
+    view = Vocabulary.build([("public", "The site and the size.")] * 3, version=1).view(None)
+    assert view.correct("sitte") == "site"
+    assert view.correct("sise") in ("site", "size")
+    assert vocabulary.english_count("site") == 0
 
 
 def test_a_correction_starts_with_the_word_s_letter_and_prefers_the_word_a_typo_left_a_letter_out_of():

@@ -27,24 +27,44 @@ from citewise.types import Chunk, Owner, RankingProfile, RetrievalMode, ScoredCh
 MAX_QUERY_CHARS = 10_000
 
 
-_WORD_RE = re.compile(r"(?<![\w'’])[A-Za-z]+(?:['’][A-Za-z]+)*(?![\w'’])")
-_SENTENCE_START_RE = re.compile(r"(?:^|[.!?:]\s+|\n)[\"'“‘(*_`]*$")
+# A word: letters, with an apostrophe inside ("aren't", "ledgr's"); not the tail of a contraction ("t" of "aren't")
+# nor glued to digits or underscores (`int8`). A quote before it ("'retreival'") is no apostrophe.
+_WORD_RE = re.compile(r"(?<!\w)(?<!\w['’])[A-Za-z]+(?:['’][A-Za-z]+)*(?!\w)(?!['’]\w)")
+_OPENERS = "\"'“‘(*_`"  # what may stand between a sentence's end and its first word
 MIN_CORRECTED_MIXED_CASE = 8  # a shorter word with a capital inside is an acronym or a name ("OAuth", "wSTT")
 
 
+def _starts_sentence(query: str, start: int) -> bool:
+    """Whether the word at `start` opens a sentence: only quotes or markup between it and the query's start, a line
+    break, or a full stop, question mark, exclamation mark or colon with a space after it."""
+    i = start
+    while i > 0 and query[i - 1] in _OPENERS:
+        i -= 1
+    if i == 0 or query[i - 1] == "\n":
+        return True
+    j = i
+    while j > 0 and query[j - 1] in " \t":
+        j -= 1
+    return j < i and (j == 0 or query[j - 1] in ".!?:\n")
+
+
 def _correctable(query: str) -> list[str]:
-    """The words of `query` spelling correction may look at: not a contraction ("aren't"), not part of a word with
-    digits (`int8`, `MultiCallV3`), not an acronym or a short name with capitals inside ("APY", "vLLM", "OAuth"),
-    and not a capitalised word inside a sentence ("the Pyth price feed", "a Helm chart"): names the docs don't
-    hold are what the question is about. A long identifier with a typo ("RedirectRespone") is still corrected."""
+    """The words of `query` spelling correction may look at: not a contraction ("aren't"; a possessive counts
+    without its "'s"), not part of a word with digits (`int8`, `MultiCallV3`), not an acronym or a short name with
+    capitals inside ("APY", "vLLM", "OAuth"), and not a capitalised word inside a sentence ("the Pyth price feed", "a
+    Helm chart"): names the docs don't hold are what the question is about. A long identifier with a typo
+    ("RedirectRespone") is still corrected. A name that opens the question, or is typed in lower case, can't be
+    told from a word this way ("pyth price feed" is corrected to "path" when the docs say "path")."""
     out = []
     for match in _WORD_RE.finditer(query):
         word = match.group(0)
+        if word[-2:] in ("'s", "’s"):
+            word = word[:-2]
         if "'" in word or "’" in word:
             continue
         if any(c.isupper() for c in word[1:]) and len(word) < MIN_CORRECTED_MIXED_CASE:
             continue
-        if word[0].isupper() and word[1:].islower() and not _SENTENCE_START_RE.search(query[: match.start()]):
+        if word[0].isupper() and word[1:].islower() and not _starts_sentence(query, match.start()):
             continue
         out.append(word)
     return out

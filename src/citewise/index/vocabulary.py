@@ -4,9 +4,10 @@ It serves two needs at query time, for any index size, without asking the full-t
 
 - **spelling correction against the docs** — "how do i delet a documnet from the indx" is searched as "delete a
   document from the index": only words the index has never seen are corrected, and only to a word it holds (the
-  most frequent one among the closest by optimal-string-alignment distance, which counts a swap of two letters as
-  one edit), so a correctly spelled word is never changed; nor is an English word no document uses, nor a name
-  or an acronym ("Pyth", "SAML"): the docs not holding them is what the question's answer hinges on;
+  closest by optimal-string-alignment distance, which counts a swap of two letters as one edit, starting with the
+  same letter, a word the typo left a letter out of first, then the most frequent), so a correctly spelled word is
+  never changed; nor is a common English word no document uses (`is_english`): the docs not holding it is what the
+  question's answer hinges on (the query side, `citewise.index.retriever`, also leaves names and acronyms alone);
 - **corpus statistics** — how many chunks hold a word, which quote mode uses to tell the words a question hinges
   on (rare in the corpus) from the product's name (in most chunks).
 
@@ -19,6 +20,7 @@ trusting it.
 from __future__ import annotations
 
 import json
+import logging
 import os
 import re
 import tempfile
@@ -30,6 +32,8 @@ from pathlib import Path
 
 from citewise.text import STOPWORDS, stem
 from citewise.types import Owner
+
+log = logging.getLogger(__name__)
 
 FILE = "vocabulary.json"
 FORMAT = 1
@@ -50,17 +54,24 @@ ENGLISH_MIN_COUNT_SHORT = 1000  # for words under MIN_CORRECTED_CHARS letters: "
 
 
 def english_count(word: str) -> int:
-    """How often an English word list counts `word` (lower-case), 0 for none: pyspellchecker's list (about 160,000
-    words with their frequency in subtitles and Wikipedia), read on first use (about 0.1 s)."""
+    """How often an English word list counts `word` (lower-case), 0 for none or below ENGLISH_MIN_COUNT:
+    pyspellchecker's list (about 160,000 words with their frequency in subtitles and Wikipedia; the 47,000 counted
+    at least ENGLISH_MIN_COUNT times are kept), read on first use (about 0.1 s). When it can't be read, every count
+    is 0 (correction works as it did without it) and that is logged once."""
     global _ENGLISH
     if _ENGLISH is None:
         with _ENGLISH_LOCK:
             if _ENGLISH is None:
-                import gzip
-                from importlib.resources import files
+                try:
+                    import gzip
+                    from importlib.resources import files
 
-                raw = files("spellchecker").joinpath("resources", "en.json.gz").read_bytes()
-                _ENGLISH = json.loads(gzip.decompress(raw))
+                    raw = files("spellchecker").joinpath("resources", "en.json.gz").read_bytes()
+                    counts = json.loads(gzip.decompress(raw))
+                    _ENGLISH = {w: c for w, c in counts.items() if c >= ENGLISH_MIN_COUNT}
+                except Exception as exc:  # a missing or broken package: correct as before, don't fail searches
+                    log.warning("English word list unreadable (%s): spelling correction may correct real words", exc)
+                    _ENGLISH = {}
     return _ENGLISH.get(word, 0)
 
 
@@ -191,8 +202,6 @@ class VocabularyView:
         seen = self.counts.get(word, 0)
         if seen > RARE_FORM_MAX:
             return None  # a word the docs use is spelt as they spell it
-        if is_english(word):
-            return None  # a word the docs don't use is still a word: "site" is not "size", "chart" not "chat"
         from rapidfuzz import process
         from rapidfuzz.distance import OSA
 
@@ -201,7 +210,9 @@ class VocabularyView:
                 return None
             matches = process.extract(word, _SHORT_STOPWORDS, scorer=OSA.distance, score_cutoff=1, limit=None)
             matches = [m for m in matches if m[0][0] == word[0]]
-            return min(matches, key=lambda m: (m[1], m[0] not in _QUESTION_WORDS, m[0]))[0] if matches else None
+            if not matches or is_english(word):  # "two" is no typo of "too"
+                return None
+            return min(matches, key=lambda m: (m[1], m[0] not in _QUESTION_WORDS, m[0]))[0]
         if self._choices is None:
             self._choices = sorted(w for w in self.counts if w.isalpha() and len(w) >= MIN_CORRECTED_CHARS - 1)
         limit = 1 if len(word) < 8 else 2
@@ -217,6 +228,6 @@ class VocabularyView:
             and m[0][0] == word[0]
             and (not seen or self.counts[m[0]] >= max(RARE_FORM_RATIO * seen, RARE_FORM_MIN_TARGET))
         ]
-        if not matches:
-            return None
+        if not matches or is_english(word):  # a word the docs don't use is still a word: "site" is not "size"
+            return None  # (asked last: the word list is read only when a near docs word exists)
         return min(matches, key=lambda m: (m[1], not _omitted(word, m[0]), -self.counts[m[0]], m[0]))[0]
