@@ -460,7 +460,8 @@ def select(
     skip: Callable[[Sentence], bool] | None = None,
     follows: Callable[[Sentence], bool] | None = None,
 ) -> tuple[list[Sentence], list[Sentence], list[Sentence]]:
-    """(chosen sentences, relevant ones left over, code blocks that cover the question well), best first.
+    """(chosen sentences, relevant ones left over, code blocks worth quoting), best first: blocks that cover the
+    question well or that the ranker ranks first, and for "how do I" the ranker's best block near the top.
 
     Sentences at least RELATIVE_CUTOFF as relevant as the best one, near-duplicates and lead-ins ("Run this:")
     dropped. A sentence that points back ("They …") joins only right after its predecessor, which must share a
@@ -497,7 +498,7 @@ def select(
         table = _listing_table(scored, chunks)
         if table is not None and not quoted(table):
             chosen.append(table)
-    for position, item in enumerate(scored):
+    for item in scored:
         sentence = item.sentence
         if item.coverage <= 0 and not sentence.code:
             continue
@@ -506,12 +507,7 @@ def select(
         if quoted(sentence):
             continue  # quoted already (by an earlier part of the question)
         if sentence.code:
-            if (
-                item.coverage >= CODE_MIN_COVERAGE
-                or (ranked and item.relevance >= best)  # the ranker's pick
-                # "how do I": the ranker's best command, when it ranks among the first `limit` candidates
-                or (ranked and question.kind == QuestionKind.PROCEDURE and not blocks and position < limit)
-            ):
+            if item.coverage >= CODE_MIN_COVERAGE or (ranked and item.relevance >= best):  # the ranker's pick
                 blocks.append(sentence)
             continue
         if sentence.header and question.kind == QuestionKind.PROCEDURE and (chosen or blocks):
@@ -559,6 +555,14 @@ def select(
         heads = [h for h in heads if not is_navigation(h.text)]
         heads = heads[max(0, len(heads) - (limit - 1)) :] if limit > 1 else []
         chosen += [*heads, sentence]
+    if ranked and question.kind == QuestionKind.PROCEDURE and not blocks:
+        # "How do I …": the command is the answer even when it repeats no word of the question (`--home` for
+        # "separate indexes for two products"): the ranker's best block, when among its first `limit` candidates.
+        # Added after the sentences are chosen, so it changes none of them (nor the decision's evidence).
+        for item in scored[:limit]:
+            if item.sentence.code and item.relevance >= RELATIVE_CUTOFF * best and not quoted(item.sentence):
+                blocks.append(item.sentence)
+                break
     return chosen, rest, blocks
 
 
@@ -673,10 +677,10 @@ def _introducing(block: Sentence, chunks) -> Sentence | None:
 
 
 def _code_block(chosen, blocks, chunks, question: Question, relevance=None) -> Sentence | None:
-    """The one code block worth quoting beside the chosen sentences: the best block that covers the question well,
-    else the block right after a chosen sentence that carries on its subject — both only from a passage the answer
-    quotes prose from; for "how do I …", else the block that covers the question best wherever it is (the command is
-    the answer). A block the ranker ranks above the lead sentence is quoted wherever it is."""
+    """The one code block worth quoting beside the chosen sentences: the best of `blocks` (see `select`), else the
+    block right after a chosen sentence that carries on its subject — both only from a passage the answer quotes
+    prose from; for "how do I …", else the best of `blocks` wherever it is (the command is the answer). A block the
+    ranker ranks above the lead sentence is quoted wherever it is."""
     if relevance and blocks and relevance.get(blocks[0].key, 0.0) > relevance.get(chosen[0].key, 1.0):
         return blocks[0]
     for sentence in chosen:  # a lead-in ("…, or use another port:") comes with the block it introduces

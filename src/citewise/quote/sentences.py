@@ -36,8 +36,12 @@ _NAVIGATION_RE = re.compile(
 )
 # A question in the docs (a FAQ's "Q:" line, a rhetorical "Why does this matter?") asks, it doesn't answer.
 _ASKING_RE = re.compile(r"^[\"'“‘(\[*_]*(?:q|question)\s*[:.)]|\?[\"'”’)*_]*$", re.I)
-# A FAQ's answer label ("A: Yes, …", "**Answer:** …"): not part of what the answer says, so a quote starts after it.
-_ANSWER_LABEL_RE = re.compile(r"(?:[*_]{1,2})?(?:A|Answer|ANSWER)\s*:(?:[*_]{1,2})?\s+(?:[*_]{1,2}\s*)?(?=\S)")
+# A FAQ's answer label ("A: Yes, …", "**A:** …", "**A**: …", "Answer: …"): not part of what the answer says, so a
+# quote starts after it. Markup around the label must close inside it ("**A: No.**" keeps its label: cut, the quote
+# would end in an unmatched "**").
+_ANSWER_LABEL_RE = re.compile(
+    r"(?:(?P<mark>[*_]{1,2})(?:A|Answer|ANSWER)(?:(?P=mark)\s*:|\s*:(?P=mark))|(?:A|Answer|ANSWER)\s*:)[ \t]+(?=\S)"
+)
 _LINK_TARGET_RE = re.compile(r"\]\(([^)#\s]+\.(?:md|mdx|html?|rst|txt))(?:#[^)]*)?\)")
 # Values a "what is the default / which port / how many / when" question wants: numbers (not list ordinals), inline
 # code, URLs, hex addresses, quantities in words.
@@ -372,6 +376,12 @@ def _whole_items(text: str, spans: list[tuple[int, int]]) -> list[tuple[int, int
     return out
 
 
+def _after_answer_label(text: str, start: int, end: int) -> int:
+    """Where the sentence `text[start:end]` starts once a FAQ's answer label before it is left out."""
+    label = _ANSWER_LABEL_RE.match(text, start, end)
+    return label.end() if label and end - label.end() > 1 else start
+
+
 def candidates(chunks: Sequence[tuple[int, ScoredChunk]], *, code: bool = False) -> list[Sentence]:
     """Every quotable sentence of `chunks` ((citation number, chunk) pairs), every short list item of several
     sentences whole, every row of their tables (with its header), every label with its short values under it, and
@@ -394,9 +404,7 @@ def candidates(chunks: Sequence[tuple[int, ScoredChunk]], *, code: bool = False)
                 Sentence(slot, n, start, end, text, frozenset(content_terms(text)), index=-1, header=header)
             )
         for index, (start, end) in enumerate(spans):
-            label = _ANSWER_LABEL_RE.match(chunk.text, start, end)
-            if label and end - label.end() > 1:
-                start = label.end()
+            start = _after_answer_label(chunk.text, start, end)
             text = chunk.text[start:end]
             if len(text.split()) < MIN_SENTENCE_WORDS and not (len(text.split()) >= 2 and _short_value(text)):
                 continue
@@ -427,6 +435,7 @@ def predecessor(sentence: Sentence, chunks: Sequence[tuple[int, ScoredChunk]]) -
     between = text[end : sentence.start]
     if FENCE_RE.search(between) or re.search(r"^\s*(?:#{1,6}\s|```|~~~)", between, re.M):
         return None
+    start = _after_answer_label(text, start, end)  # the same span as its candidate, so it is seen as taken
     words = text[start:end]
     return Sentence(sentence.slot, sentence.n, start, end, words, frozenset(content_terms(words)))
 
