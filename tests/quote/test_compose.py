@@ -766,6 +766,9 @@ def test_a_faq_answer_is_quoted_without_its_answer_label():
     assert quoted("**A**: Pinning keeps a snapshot forever.") == "Pinning keeps a snapshot forever. [1]"
     # Cut, this one would end in an unmatched "**": it keeps its label.
     assert quoted("**A: No, snapshots are deleted.**") == "**A: No, snapshots are deleted.** [1]"
+    # An answer line that points back ("It …") points to the question the reader asked: quoted without the "Q:" line.
+    answer_line = "It deletes ledger snapshots after thirty days, unless they are pinned."
+    assert quoted(f"A: {answer_line}") == f"{answer_line} [1]"
     # The sentence after the answer line still points back to it, label cut or not.
     assert quoted("A: Ledger snapshots are written nightly. They are deleted after thirty days unless pinned.") == (
         "Ledger snapshots are written nightly. [1] They are deleted after thirty days unless pinned. [1]"

@@ -533,7 +533,9 @@ def select(
             if any(quoted(h) for h in heads):
                 dangling.append(sentence)  # what it points back to was quoted by an earlier part, further up
                 continue
-            if not anchored or not (taken_before(heads, sentence) or any(h.terms & question_terms for h in heads)):
+            if not anchored or not (
+                not heads or taken_before(heads, sentence) or any(h.terms & question_terms for h in heads)
+            ):
                 dangling.append(sentence)
                 continue
             if len(chosen) + len(heads) + 1 > limit or any(duplicate(h) for h in heads):

@@ -449,14 +449,15 @@ def antecedents(
     """The sentences `sentence` points back through, in reading order, up to the first that doesn't point back
     ("Dilip Joshi is an actor. He has appeared in … He plays Jethalal …") or that is already `taken`, at most
     `limit` of them; and whether the chain is anchored there (False: it runs into a heading, a code block, the
-    passage's start or the limit first)."""
+    passage's start or the limit first). A FAQ's question line anchors the chain without being quoted: the answer
+    line's "It" points back to the question the reader asked."""
     heads: list[Sentence] = []
     current = sentence
     while is_anaphoric(current.text):
         before = predecessor(current, chunks)
         if before is None or len(heads) >= limit:
             return heads, False
-        if taken(before):
+        if taken(before) or is_asking(before.text):  # a FAQ's question: "It does, since 3.0." answers the reader's
             return heads, True
         heads.insert(0, before)
         current = before
