@@ -579,3 +579,41 @@ def test_a_quoted_table_row_keeps_its_citation_out_of_the_table(browser, server)
     assert len(rendered["rows"]) == 2 and "7433" in rendered["rows"][1], rendered  # the header and the row, no more
     assert rendered["outside"] == 1, rendered  # the marker under the table, not in a row of its own
     page.close()
+
+
+def test_a_table_in_an_answer_never_breaks_a_word_to_fit(browser, server):
+    """A table with a long last cell (a file-types table: extension, loader, notes) keeps its short cells' words
+    whole: the long cell wraps, and a table too wide for the answer scrolls, rather than ".md" wrapping as ".m/d"."""
+    text = (
+        "| Extension | Loader | Notes |\n| --- | --- | --- |\n"
+        f"| `.md` | markdownloader.md | {'Front matter is read, headings become sections and code stays whole. ' * 6}|"
+    )
+    page = open_page(browser, server)
+    lines = page.evaluate(
+        """async (text) => {
+            const { renderMarkdown } = await import('/render.js');
+            const el = document.createElement('div');
+            el.className = 'markdown';
+            el.style.width = '560px';
+            document.body.append(el);
+            renderMarkdown(el, text);
+            const linesOf = (cell) => {  // distinct line boxes the cell's text runs over (tops within 4px: one)
+                const walker = document.createTreeWalker(cell, NodeFilter.SHOW_TEXT);
+                const tops = [];
+                for (let node = walker.nextNode(); node; node = walker.nextNode()) {
+                    const range = document.createRange();
+                    range.selectNodeContents(node);
+                    for (const rect of range.getClientRects()) {
+                        if (!tops.some((top) => Math.abs(top - rect.top) < 4)) tops.push(rect.top);
+                    }
+                }
+                return tops.length;
+            };
+            const cells = [...el.querySelectorAll('tbody td')];
+            return { extension: linesOf(cells[0]), loader: linesOf(cells[1]), notes: linesOf(cells[2]) };
+        }""",
+        text,
+    )
+    assert lines["extension"] == 1 and lines["loader"] == 1, lines  # each a single word: never broken
+    assert lines["notes"] > 1, lines  # the long cell is the one that wraps
+    page.close()
