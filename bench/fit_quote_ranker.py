@@ -30,9 +30,8 @@ import numpy as np
 import fit_quote_decision
 import quote_data
 from _common import ROOT, write_result
-from citewise.agent.quote_policy import apply_corrections
 from citewise.index.knowledge_base import KnowledgeBase
-from citewise.index.retriever import Retriever
+from citewise.index.retriever import Retriever, apply_corrections
 from citewise.quote import analyse
 from citewise.quote.compose import RANKER_FEATURES, score
 from citewise.quote.question import Question as Analysed

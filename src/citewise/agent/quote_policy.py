@@ -9,14 +9,13 @@ wrote a usable answer (the forced synthesis) is composed here too, from everythi
 
 from __future__ import annotations
 
-import re
 from dataclasses import asdict
 from typing import Any
 
 from citewise.agent import messages as msg
 from citewise.agent.state import AgentState
 from citewise.agent.tools import MAX_QUERY_CHARS, SEARCH_DOCS, SearchDocsArgs, call_key, result_key
-from citewise.index.retriever import Retriever
+from citewise.index.retriever import Retriever, apply_corrections
 from citewise.quote import Part, Profile, QuoteAnswer, analyse, split_parts
 from citewise.quote import answer as answer_quotes
 from citewise.settings import Settings
@@ -27,14 +26,6 @@ def refusal_text(constraints: dict[str, Any]) -> str:
     """The refusal, led by what the question demanded that the docs don't hold ("The docs list no third step")."""
     phrase = constraints.get("insufficiency_phrase")
     return f"{phrase}. {REFUSAL_TEXT}" if phrase else REFUSAL_TEXT
-
-
-def apply_corrections(text: str, corrections: dict[str, str]) -> str:
-    """`text` with the misspelled words a search corrected replaced the same way."""
-    if not corrections:
-        return text
-    pattern = re.compile(r"\b(" + "|".join(map(re.escape, corrections)) + r")\b")
-    return pattern.sub(lambda m: corrections[m.group(1)], text)
 
 
 def _quote(state: AgentState) -> bool:

@@ -70,6 +70,15 @@ def _correctable(query: str) -> list[str]:
     return out
 
 
+def apply_corrections(text: str, corrections: dict[str, str]) -> str:
+    """`text` with the misspelled words a search corrected replaced the same way (the query itself, and the parts of
+    a question quote mode analyses)."""
+    if not corrections:
+        return text
+    pattern = re.compile(r"\b(" + "|".join(map(re.escape, corrections)) + r")\b")
+    return pattern.sub(lambda m: corrections[m.group(1)], text)
+
+
 @dataclass(frozen=True, slots=True)
 class PreparedQuery:
     """A query as searched: `corrected` is embedded, `lexical` goes to the full-text index."""
@@ -212,10 +221,7 @@ class Retriever:
             fixed = view.correct(word)
             if fixed is not None:
                 corrections[word] = fixed
-        corrected = query
-        if corrections:
-            pattern = re.compile(r"\b(" + "|".join(map(re.escape, corrections)) + r")\b")
-            corrected = pattern.sub(lambda m: corrections[m.group(1)], query)
+        corrected = apply_corrections(query, corrections)
         lexical = " ".join([corrected, *identifier_tokens(corrected)])
         return PreparedQuery(query, corrected, lexical, corrections)
 
