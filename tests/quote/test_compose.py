@@ -469,6 +469,33 @@ def test_the_command_right_after_a_quoted_sentence_is_quoted_with_it():
     assert "orbitron search" not in answer.text and answer.used == [2]
 
 
+def test_how_do_i_gets_the_command_under_its_lead_sentence_rather_than_another_passage_s():
+    from citewise.quote.compose import _code_block
+    from citewise.quote.sentences import candidates
+
+    redirect = chunk(
+        "Alternatively you might want to redirect unauthenticated users to a different page.\n\n"
+        "```python\n@requires('authenticated', redirect='homepage')\nasync def dashboard(request):\n    ...\n```\n",
+        "redirects.md",
+    )
+    default = chunk(
+        "By default 403 responses will be returned when permissions are not granted.\n\n"
+        "```python\n@requires(['authenticated', 'admin'], status_code=404)\nasync def dashboard(request):\n"
+        "    ...\n```\n",
+        "authentication.md",
+    )
+    chunks = [(1, redirect), (2, default)]
+    found = candidates(chunks, code=True)
+    lead, _, other, block_403 = found
+    question = analyse("How do I send users who aren't logged in to a login page instead of returning a 403?")
+    # The answer leads with the redirect sentence and also quotes the 403 one, whose passage's block covers the
+    # question better: the command under the lead sentence is the one quoted.
+    block = _code_block([lead, other], [block_403], chunks, question)
+    assert block is not None and "redirect='homepage'" in block.text
+    # Without that command under the lead sentence, the other passage's block still comes.
+    assert _code_block([other, lead], [block_403], chunks, question) == block_403
+
+
 def test_a_block_after_a_sentence_about_something_else_is_not_attached():
     answer = compose_quote_answer(QUESTION, CHUNKS, max_sentences=4)
     assert "7433" in answer.text
@@ -841,6 +868,23 @@ def test_label_runs_without_a_header_row_stay_plain():
     labels = [s for s in candidates([(1, chunk(text, "limits.md"))]) if s.label]
     assert labels and all(s.header == "" for s in labels)
     assert labels[0].rendered() == "Max upload\n\n10 MB\n\n20 MB"
+
+
+def test_page_furniture_is_never_a_candidate_nor_a_label_s_value():
+    from citewise.quote.sentences import candidates, is_date_stamp
+
+    text = (
+        "The unlock schedule releases tokens over a period of 48 months.\n\n"
+        "Click on Send Tokens\n\n![](https://docs.example.org/~gitbook/image?url=x.png&width=768)\n\n"
+        "![The token faucet page](https://docs.example.org/faucet.png)\n\n"
+        "[PreviousGas Fees](/concepts/gas-fees)[NextGovernance](/concepts/governance)\n\n"
+        "Last updated 2 months ago\n"
+    )
+    texts = [s.rendered() for s in candidates([(1, chunk(text, "unlocks.md"))])]
+    assert texts[0] == "The unlock schedule releases tokens over a period of 48 months."
+    assert not [t for t in texts if "![](" in t or "Last updated" in t or "Previous" in t]
+    assert is_date_stamp("Last updated on Mar 3, 2024 by Ann") and is_date_stamp("**Last update:** 2024-05-01")
+    assert not is_date_stamp("Last updated prices are pushed every hour.")
 
 
 OPTIONS = chunk(

@@ -111,6 +111,13 @@ def test_a_multi_part_question_is_split_and_a_part_that_points_back_gets_its_wor
         "If I delete a file, how do I remove it",
         "what happens to its chunks (delete file remove)?",
     ]
+    # the second question may open with its preposition, when it is a whole question with its verb
+    parts = split_parts("What percentage of the supply goes to the team, and over how many months does it vest?")
+    assert parts[0] == "What percentage of the supply goes to the team"
+    assert parts[1].startswith("over how many months does it vest")
+    assert analyse(parts[1]).kind == QuestionKind.VALUE and analyse(parts[1]).expects == "number"
+    second = split_parts("What is the default port, and in which file is it set?")[1]
+    assert second.startswith("in which file is it set")
 
 
 @pytest.mark.parametrize(
@@ -120,6 +127,8 @@ def test_a_multi_part_question_is_split_and_a_part_that_points_back_gets_its_wor
         "How do I back up and restore a home?",  # "and" between verbs, not between questions
         "Which embedding model is used?",
         "When a user lacks the scopes @requires asks for, what HTTP status is returned by default?",  # a condition
+        "Where do I put the key, in which section of the file?",  # narrows the question, asks no second one
+        "In how many days are old logs removed?",
     ],
 )
 def test_a_single_question_stays_whole(question):

@@ -31,8 +31,8 @@ from citewise.quote.sentences import (
     is_anaphoric,
     is_asking,
     is_fragment,
+    is_furniture,
     is_introduction,
-    is_link_trail,
     is_navigation,
     is_shouting,
     label_row,
@@ -223,7 +223,7 @@ class _Form:
         prose, text = not sentence.code, sentence.text
         return cls(
             navigation=prose and is_navigation(text),
-            furniture=prose and (is_link_trail(text) or is_shouting(text)),
+            furniture=prose and (is_furniture(text) or is_shouting(text)),
             introduction=prose and is_introduction(text),
             fragment=is_fragment(sentence),
         )
@@ -682,7 +682,8 @@ def _code_block(chosen, blocks, chunks, question: Question, relevance=None) -> S
     """The one code block worth quoting beside the chosen sentences: the best of `blocks` (see `select`), else the
     block right after a chosen sentence that carries on its subject — both only from a passage the answer quotes
     prose from; for "how do I …", else the best of `blocks` wherever it is (the command is the answer). A block the
-    ranker ranks above the lead sentence is quoted wherever it is."""
+    ranker ranks above the lead sentence is quoted wherever it is; for "how do I …" the block right under the lead
+    sentence comes before one of another passage."""
     if relevance and blocks and relevance.get(blocks[0].key, 0.0) > relevance.get(chosen[0].key, 1.0):
         return blocks[0]
     for sentence in chosen:  # a lead-in ("…, or use another port:") comes with the block it introduces
@@ -690,6 +691,13 @@ def _code_block(chosen, blocks, chunks, question: Question, relevance=None) -> S
             block = block_after(sentence, chunks)
             if block is not None:
                 return block
+    if question.kind == QuestionKind.PROCEDURE and not chosen[0].block:
+        # "How do I …": the command right under the answer's lead sentence, unless a block worth quoting is in its
+        # own passage ("Alternatively you might want to redirect …" → its `redirect=` example, not the 403 one of
+        # another passage the answer also quotes).
+        block = block_after(chosen[0], chunks)
+        if block is not None and not any(b.slot == chosen[0].slot for b in blocks):
+            return block
     quoted = {s.slot for s in chosen}
     for block in blocks:
         if block.slot in quoted:

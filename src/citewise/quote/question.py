@@ -88,7 +88,7 @@ _INTERROGATIVE = (
     r"(?:how|what|what's|which|where|when|why|who|whom|whose|is|are|was|were|can|could|do|does|did|should|"
     r"would|will|may|must|has|have|had|shall|tell|explain|describe|show|list|give)"
 )
-_PREPOSITION = r"(?:since|in|on|at|from|to|for|by|with|under|until|before|after|during|as\s+of)"
+_PREPOSITION = r"(?:since|in|on|at|from|to|for|by|with|under|over|within|until|before|after|during|as\s+of)"
 _CONDITION = r"(?:when|whenever|if|once|after|before|while|unless)"  # the words a condition opens with
 # "Quick question:" / "According to the user guide," / "In Citewise," before the question word itself. Not a
 # condition ("If I delete a file, how …"): its words are part of what is asked.
@@ -104,13 +104,19 @@ _CONDITION_RE = re.compile(
 # "Since which release …", "In which file …", "To whom …": the question word after its preposition. Not an idiom
 # that asks no value ("To what extent …", "For what reason …", "In what order …").
 _PREPOSITION_RE = re.compile(
-    rf"^{_PREPOSITION}\s+(?=(?:which|whom|whose)\b|what\s+(?!(?:extent|reason|purpose|way|ways|order|sense|degree|"
-    r"end|point)\b))",
+    rf"^{_PREPOSITION}\s+(?=(?:which|whom|whose)\b|how\s+(?:many|much|long|often)\b|"
+    r"what\s+(?!(?:extent|reason|purpose|way|ways|order|sense|degree|end|point)\b))",
     re.I,
 )
 # "… and how do I …", "…, and what is …", "…; where …": a second question joined to the first.
+# After a comma, a question mark or a semicolon the second question may open with its preposition ("…, and over how
+# many months does it vest?", "…; in which file is it set?"), when a whole question with its verb follows ("…, in which
+# section of the file?" only narrows the first); after a bare "and" that is more often one question's own words.
 _PART_SPLIT_RE = re.compile(
-    rf"(?:\?\s+|[,;]\s*(?:and\s+|also\s+)?|\s+and\s+(?:also\s+)?|\s+also\s+)(?={_INTERROGATIVE}\b)", re.I
+    rf"(?:\?\s+|[,;]\s*(?:and\s+|also\s+)?)"
+    rf"(?={_INTERROGATIVE}\b|{_PREPOSITION}\s+(?:how|which|what|whom|whose)\s+[^?,;]*?\b{_AUX}\s+\w)"
+    rf"|(?:\s+and\s+(?:also\s+)?|\s+also\s+)(?={_INTERROGATIVE}\b)",
+    re.I,
 )
 _NUMBER_RE = re.compile(r"(?<![\w.])\d+(?:[.,]\d+)*(?![\w.])")
 _QUOTED_RE = re.compile(r"[\"“‘`]([^\"“”‘’`\n]{2,80})[\"”’`]")

@@ -197,6 +197,7 @@ def _short_value(text: str) -> bool:
     return bool(_IDENTIFIER_HINT_RE.search(text)) or bool(values(text))
 
 
+_IMAGE_ONLY_RE = re.compile(r"^\s*(?:!\[[^\]\n]*\]\([^)\s]*\)\s*)+$")
 _LINK_RE = re.compile(r"!?\[([^\]\n]*)\]\([^)\s]*\)|<https?://[^>\s]*>|https?://\S+")
 _WORD_RE = re.compile(r"[A-Za-z]{2,}")
 
@@ -220,6 +221,26 @@ def is_link_trail(text: str) -> bool:
         return False  # one link in a short line is a statement ("Use [RainbowKit](…)."), or a value
     outside = _LINK_RE.sub(" ", text)
     return len(_WORD_RE.findall(outside)) <= 2 or sum(m.end() - m.start() for m in links) >= 0.8 * len(text.strip())
+
+
+# A page's date stamp ("Last updated 2 months ago", "Last updated on Mar 3, 2024 by Ann", "Last update: 2024-05-01"),
+# which site generators (GitBook, Docusaurus, MkDocs) print under every page: never what a question asks.
+_DATE_STAMP_RE = re.compile(
+    r"^[*_]*(?:page\s+)?last\s+(?:updated|update|modified|edited|changed)[*_]*"
+    r"(?:\s*:|\s+(?:on|at|by)\b|\s+\d|\s+(?:today|yesterday|recently)\b|\s+(?:an?|\d+|a\s+few)\s+\w+\s+ago\b)",
+    re.I,
+)
+
+
+def is_date_stamp(text: str) -> bool:
+    """A page's "Last updated …" line (see `_DATE_STAMP_RE`), short as such a stamp is."""
+    return len(text.split()) <= 12 and bool(_DATE_STAMP_RE.match(text.strip()))
+
+
+def is_furniture(text: str) -> bool:
+    """Page furniture a site generator leaves in the text: a trail of links, a page's date stamp, a picture on a
+    line of its own (its markup says nothing quoted as text)."""
+    return is_link_trail(text) or is_date_stamp(text) or bool(_IMAGE_ONLY_RE.match(text))
 
 
 def is_shouting(text: str) -> bool:
@@ -266,6 +287,8 @@ def _label_runs(text: str, spans: list[tuple[int, int]]) -> list[tuple[int, int,
         # A label may name a version or an identifier ("EntryPoint v0.7"); a line that is only a value labels nothing.
         if len(label.split()) > 5 or label.rstrip().endswith((".", "!", "?", ":")) or _pure_value(label):
             continue
+        if is_furniture(label):
+            continue  # "[Previous…](…)[Next…](…)" over "Last updated 2 months ago" labels nothing
         following: list[int] = []
         for j in range(i + 1, min(i + 3, len(spans))):
             next_start, next_end = spans[j]
@@ -275,6 +298,8 @@ def _label_runs(text: str, spans: list[tuple[int, int]]) -> list[tuple[int, int,
                 break
             if _LINK_RE.search(value) and not _pure_value(value):
                 break  # a link to a page ("1. [Developer](/developer)", a breadcrumb) is no value; an address is
+            if is_furniture(value):
+                break  # nor is a page's date stamp, or a picture ("Click on Send Tokens" over a screenshot)
             following.append(j)
         if following:
             runs.append([i, *following])
@@ -410,8 +435,8 @@ def candidates(chunks: Sequence[tuple[int, ScoredChunk]], *, code: bool = False)
                 continue
             if index == 0 and chunk.chunk_index > 0 and _continues_previous_chunk(text):
                 continue  # the chunker's overlap began mid-sentence: quoting it would quote half a sentence
-            if is_link_trail(text):
-                continue  # page furniture (breadcrumbs, "Previous / Next" links): never an answer
+            if is_furniture(text):
+                continue  # page furniture (breadcrumbs, "Previous / Next" links, "Last updated …"): never an answer
             step = _is_list_item(chunk.text, start)
             sentences.append(
                 Sentence(slot, n, start, end, text, frozenset(content_terms(text)), index=index, step=step)
