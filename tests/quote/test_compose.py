@@ -870,6 +870,58 @@ def test_label_runs_without_a_header_row_stay_plain():
     assert labels[0].rendered() == "Max upload\n\n10 MB\n\n20 MB"
 
 
+UPLOADS = chunk(
+    "## Files\n\n"
+    "`UploadFile` has the following `async` methods. They all call the corresponding file methods underneath.\n\n"
+    "* `async write(data)`: Writes `data` (`bytes`) to the file.\n"
+    "* `async read(size)`: Reads `size` (`int`) bytes of the file.\n"
+    "* `async seek(offset)`: Goes to the byte position `offset` (`int`) in the file.\n"
+    "* `async close()`: Closes the file.\n\n"
+    "As all these methods are `async` methods, you need to await them.\n",
+    "requests.md",
+)
+CONVERTORS = chunk(
+    "By default this will capture characters up to the end of the path or the next `/`.\n\n"
+    "You can use convertors to modify what is captured. The available convertors are:\n\n"
+    "* `str` returns a string, and is the default.\n"
+    "* `int` returns a Python integer.\n"
+    "* `float` returns a Python float.\n\n"
+    "Convertors are used by prefixing them with a colon.\n",
+    "routing.md",
+)
+
+
+def test_a_sentence_that_announces_a_list_is_quoted_with_the_list():
+    answer = compose_quote_answer("Which async methods does UploadFile provide?", [(1, UPLOADS)])
+    assert not answer.refused, answer.reason
+    lines = answer.text.splitlines()
+    assert lines[0] == "`UploadFile` has the following `async` methods. [1]"
+    assert lines[1:] == [
+        "- `async write(data)`: Writes `data` (`bytes`) to the file. [1]",
+        "- `async read(size)`: Reads `size` (`int`) bytes of the file. [1]",
+        "- `async seek(offset)`: Goes to the byte position `offset` (`int`) in the file. [1]",
+    ]  # as many items as `max_sentences` leaves room for, in order
+    # "The available convertors are:" says nothing alone: for a question asking which, it comes with its items.
+    answer = compose_quote_answer("Which convertors are available?", [(1, CONVERTORS)])
+    assert "The available convertors are: [1]" in answer.text
+    assert "- `str` returns a string, and is the default. [1]" in answer.text
+    assert "- `float` returns a Python float. [1]" in answer.text
+
+
+def test_a_list_is_only_the_one_right_under_the_sentence_that_announces_it():
+    from citewise.quote.sentences import candidates, list_after
+
+    text = "The available convertors are:\n\nSee the notes first.\n\n* `str` returns a string, and is the default.\n"
+    pair = [(1, chunk(text, "routing.md"))]
+    lead = candidates(pair)[0]
+    assert list_after(lead, pair, 4) == []  # a paragraph between: that list is not the one announced
+    pair = [(1, CONVERTORS)]
+    lead = next(s for s in candidates(pair) if s.text == "The available convertors are:")
+    assert [s.text.split()[0] for s in list_after(lead, pair, 4)] == ["`str`", "`int`", "`float`"]
+    plain = next(s for s in candidates(pair) if s.text.startswith("By default"))
+    assert list_after(plain, pair, 4) == []  # announces nothing
+
+
 def test_page_furniture_is_never_a_candidate_nor_a_label_s_value():
     from citewise.quote.sentences import candidates, is_date_stamp
 

@@ -32,6 +32,10 @@ from citewise.quote import QuestionKind, analyse, split_parts
         ("Once the server is up, does it reload settings?", QuestionKind.YES_NO),
         ("When was the index built, and how?", QuestionKind.VALUE),  # a question starting "When was" is one
         ("For what reason does the server return 403?", QuestionKind.GENERAL),  # an idiom, not "which reason"
+        # a plural noun asked about: a list, whatever value noun qualifies it ("path")
+        ("Which path parameter convertors come built in?", QuestionKind.LIST),
+        ("What fees does the network charge?", QuestionKind.VALUE),  # the plural is a value noun's
+        ("What is the default path?", QuestionKind.VALUE),
     ],
 )
 def test_kinds(question, kind):

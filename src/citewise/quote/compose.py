@@ -38,6 +38,7 @@ from citewise.quote.sentences import (
     label_row,
     link_targets,
     link_words,
+    list_after,
     predecessor,
     values,
     whole_table,
@@ -519,8 +520,12 @@ def select(
                 chosen.append(table)
                 continue
         if sentence.text.rstrip("*_ ").endswith(":"):
-            # "Run this:" says nothing without what follows: quoted only with the code block it introduces.
-            if block_after(sentence, chunks) is not None and len(chosen) < limit and not taken(sentence):
+            # "Run this:" says nothing without what follows: quoted only with the code block it introduces, or for
+            # "which … are there" and "how do I" with the list it introduces ("The available convertors are:").
+            follows_it = block_after(sentence, chunks) is not None or (
+                question.kind in (QuestionKind.LIST, QuestionKind.PROCEDURE) and list_after(sentence, chunks, 1)
+            )
+            if follows_it and len(chosen) < limit and not taken(sentence):
                 chosen.append(sentence)
             continue
         if taken(sentence) or duplicate(sentence):
@@ -638,6 +643,22 @@ def _lead_with_answer(chosen: list[Sentence], question: Question, chunks) -> lis
     if holder is None or holder is chosen[0]:
         return chosen
     return [holder, *[s for s in chosen if s is not holder]]
+
+
+def _with_list(chosen: list[Sentence], chunks, limit: int) -> list[Sentence]:
+    """For "which … are there" and "how do I", the items of the list a chosen sentence says follows ("The available
+    convertors are:", "`UploadFile` has the following methods."), in order right after it: they are the answer the
+    sentence only announces. The chosen sentences ranked below it make room. Unchanged when a list item, a table or
+    a code block is chosen already (its steps are added after it)."""
+    if any(s.step or s.block for s in chosen):
+        return chosen
+    for i, sentence in enumerate(chosen):
+        items = list_after(sentence, chunks, max(1, limit - i - 1))
+        items = [it for it in items if not any(it.overlaps(c) or it.key == c.key for c in chosen[: i + 1])]
+        if items:
+            after = [c for c in chosen[i + 1 :] if not any(c.overlaps(it) or c.key == it.key for it in items)]
+            return [*chosen[: i + 1], *items, *after][: max(limit, i + 1 + len(items))]
+    return chosen
 
 
 def _steps(top: Sentence, chosen: list[Sentence], chunks, limit: int) -> list[Sentence]:
@@ -950,6 +971,7 @@ def compose(
             chosen = _named(_lead_with_answer(again, question, chunks), chunks, question, corpus)
             top, rest, blocks = chosen[0], rest_again, blocks_again
     if question.kind == QuestionKind.PROCEDURE or question.kind == QuestionKind.LIST:
+        chosen = _with_list(chosen, chunks, limit)
         chosen += _steps(top, chosen, chunks, limit)
     if not structured:
         relevance = {item.sentence.key: item.relevance for item in scored}

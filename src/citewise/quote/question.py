@@ -51,6 +51,13 @@ _PROCEDURE_RE = re.compile(
     r"reset|rotate|generate|import|export|integrate|bridge|stake|mint|transfer|ingest|index|serve)\b)",
     re.I,
 )
+# "Which path parameter convertors come built in?", "What headers does it add?": the noun asked about is plural (not
+# "status", "class", "address"), so the answer is a list, whatever value noun ("path") qualifies it.
+_PLURAL_HEAD_RE = re.compile(
+    r"^(?:which|what)\s+(?:[\w-]+\s+){0,3}?([a-z]+(?<![sui])s)\s+"
+    r"(?:are|were|come|ship|exist|does|do|did|can|could|will|should|must)\b",
+    re.I,
+)
 _VALUE_RE = re.compile(
     rf"^(?:how\s+(?:many|much|long|often|big|large|fast|old|far|high|low|quickly|soon)\b"
     rf"|when\b|what\s+(?:year|date|day|time|month|port|version|percentage|number)\b"
@@ -171,6 +178,9 @@ def classify(focus: str) -> tuple[QuestionKind, str | None]:
     does = _WHAT_DOES_RE.match(text)  # "what does the --prune flag do": what it is, not a value
     if does:
         return QuestionKind.DEFINITION, re.sub(r"^(?:the|a|an)\s+", "", does.group(1).strip(" `*\"'"), flags=re.I)
+    plural = _PLURAL_HEAD_RE.match(text)
+    if plural and not re.fullmatch(rf"(?:{_VALUE_NOUNS})", plural.group(1), re.I):
+        return QuestionKind.LIST, None  # "Which path parameter convertors come built in?": not a path's value
     if _VALUE_RE.match(text):
         return QuestionKind.VALUE, None
     if _LIST_RE.match(text):

@@ -498,6 +498,44 @@ def code_terms(block: str) -> set[str]:
     return content_terms(_QUOTED_ARGUMENT_RE.sub(" ", block))
 
 
+# A sentence that says a list follows: "The available convertors are:", "`UploadFile` has the following `async`
+# methods.", "Do the following:", "The steps are as follows."
+_INTRODUCES_LIST_RE = re.compile(r":[*_`]*\s*$|\b(?:the following|as follows)\b", re.I)
+_LIST_MARKERS_RE = re.compile(r"(?m)^[ \t]*(?:[-*+•]|\d+[.)])[ \t]+")
+
+
+def list_after(sentence: Sentence, chunks: Sequence[tuple[int, ScoredChunk]], limit: int) -> list[Sentence]:
+    """The first `limit` items of the list right under `sentence` when it says a list follows (see
+    `_INTRODUCES_LIST_RE`; nothing but the rest of its paragraph between), in order, an item of several sentences
+    whole: what "Which convertors come built in?" asks, where "The available convertors are:" only says where."""
+    if sentence.code or sentence.step or not _INTRODUCES_LIST_RE.search(sentence.text) or limit <= 0:
+        return []
+    text = chunks[sentence.slot][1].text
+    items = [s for s in candidates([chunks[sentence.slot]]) if s.step and s.start >= sentence.end]
+    out: list[Sentence] = []
+    previous_end = sentence.end
+    for s in items:
+        if s.start < previous_end:
+            continue  # a sentence of an item taken whole
+        between = text[previous_end : s.start]
+        if not out:
+            # The list starts after the sentence's paragraph ("… methods. They all call …" may end it).
+            if between.count("\n\n") > 1 or re.search(r"^\s*#|```|~~~", between, re.M):
+                return []
+            paragraph_end = between.find("\n\n")
+            if paragraph_end < 0 or _LIST_MARKERS_RE.sub("", between[paragraph_end:]).strip():
+                return []
+        elif between.count("\n\n") > 1 or re.search(r"^\s*#|```|~~~", between, re.M):
+            break
+        elif _LIST_MARKERS_RE.sub("", between).strip():
+            break  # a paragraph between: the list ended
+        out.append(s)
+        previous_end = s.end
+        if len(out) >= limit:
+            break
+    return out
+
+
 def block_after(
     sentence: Sentence, chunks: Sequence[tuple[int, ScoredChunk]], max_gap_words: int = 4
 ) -> Sentence | None:
