@@ -492,8 +492,20 @@ def test_how_do_i_gets_the_command_under_its_lead_sentence_rather_than_another_p
     # question better: the command under the lead sentence is the one quoted.
     block = _code_block([lead, other], [block_403], chunks, question)
     assert block is not None and "redirect='homepage'" in block.text
-    # Without that command under the lead sentence, the other passage's block still comes.
+    # When the 403 sentence leads, its own block comes.
     assert _code_block([other, lead], [block_403], chunks, question) == block_403
+    # A block worth quoting elsewhere in the lead sentence's passage comes before the other passage's, too.
+    redirect_more = chunk(
+        redirect.text + "\nWhen redirecting users, the page you redirect them to gets a `next` query param.\n\n"
+        "```python\n@requires('authenticated', redirect='login')\nasync def admin(request):\n    ...\n```\n",
+        "redirects.md",
+    )
+    chunks = [(1, redirect_more), (2, default)]
+    found = candidates(chunks, code=True)
+    lead, other = found[0], next(s for s in found if s.text.startswith("By default"))
+    login_block = next(s for s in found if s.code and "redirect='login'" in s.text)
+    block_403 = next(s for s in found if s.code and "status_code" in s.text)
+    assert _code_block([lead, other], [block_403, login_block], chunks, question) == login_block
 
 
 def test_a_block_after_a_sentence_about_something_else_is_not_attached():
@@ -908,6 +920,33 @@ def test_a_sentence_that_announces_a_list_is_quoted_with_the_list():
     assert "- `float` returns a Python float. [1]" in answer.text
 
 
+def test_an_announced_list_never_takes_the_answer_past_max_sentences_nor_leaves_its_lead_in_alone():
+    from citewise.quote.compose import _with_list
+    from citewise.quote.sentences import candidates
+
+    pair = [(1, CONVERTORS)]
+    found = candidates(pair)
+    first, second = found[0], found[1]
+    lead = next(s for s in found if s.text == "The available convertors are:")
+    later = next(s for s in found if s.text.startswith("Convertors are used"))
+    # announced by the third of three chosen: one item fits under max_sentences 4
+    out = _with_list([first, second, lead], pair, 4)
+    assert len(out) == 4 and out[3].text.startswith("`str`")
+    # no room at all: a lead-in ending in ":" is dropped rather than quoted alone
+    assert _with_list([first, second, later, lead], pair, 4) == [first, second, later]
+    assert _with_list([lead], pair, 1) == []
+    # another list item chosen already does not stop the announced list from coming with its lead-in
+    custom = chunk(
+        "* Custom convertors available to every route are registered with `register_url_convertor`.\n", "c.md"
+    )
+    pair = [(1, CONVERTORS), (2, custom)]
+    found = candidates(pair)
+    lead = next(s for s in found if s.text == "The available convertors are:")
+    item = next(s for s in found if s.slot == 1)
+    out = _with_list([lead, item], pair, 4)
+    assert [s.text.split()[0] for s in out] == ["The", "`str`", "`int`", "`float`"]  # the other item makes room
+
+
 def test_a_list_is_only_the_one_right_under_the_sentence_that_announces_it():
     from citewise.quote.sentences import candidates, list_after
 
@@ -920,10 +959,28 @@ def test_a_list_is_only_the_one_right_under_the_sentence_that_announces_it():
     assert [s.text.split()[0] for s in list_after(lead, pair, 4)] == ["`str`", "`int`", "`float`"]
     plain = next(s for s in candidates(pair) if s.text.startswith("By default"))
     assert list_after(plain, pair, 4) == []  # announces nothing
+    # a list right under its line, with no blank line between
+    pair = [(1, chunk("The backends are:\n* `sqlite` keeps one file.\n* `postgres` needs a server.\n", "b.md"))]
+    assert [s.text for s in list_after(candidates(pair)[0], pair, 4)] == [
+        "`sqlite` keeps one file.",
+        "`postgres` needs a server.",
+    ]
+    # an item too long to quote whole gives its first sentence, and its other sentences are no items of their own
+    long_item = " ".join(f"It also does thing number {n} for you." for n in range(1, 7))
+    text = f"The backends are:\n\n* `sqlite` is the default. {long_item}\n* `postgres` needs a server.\n"
+    pair = [(1, chunk(text, "b.md"))]
+    assert [s.text for s in list_after(candidates(pair)[0], pair, 4)] == [
+        "`sqlite` is the default.",
+        "`postgres` needs a server.",
+    ]
+    # "the following" announces a list only at the end of its sentence
+    text = "In the following section we describe how the cache works.\n\n* It keeps 100 entries.\n"
+    pair = [(1, chunk(text, "cache.md"))]
+    assert list_after(candidates(pair)[0], pair, 4) == []
 
 
 def test_page_furniture_is_never_a_candidate_nor_a_label_s_value():
-    from citewise.quote.sentences import candidates, is_date_stamp
+    from citewise.quote.sentences import candidates, is_date_stamp, is_furniture
 
     text = (
         "The unlock schedule releases tokens over a period of 48 months.\n\n"
@@ -937,6 +994,10 @@ def test_page_furniture_is_never_a_candidate_nor_a_label_s_value():
     assert not [t for t in texts if "![](" in t or "Last updated" in t or "Previous" in t]
     assert is_date_stamp("Last updated on Mar 3, 2024 by Ann") and is_date_stamp("**Last update:** 2024-05-01")
     assert not is_date_stamp("Last updated prices are pushed every hour.")
+    # a field named "Last updated" is described, not stamped
+    assert not is_date_stamp("Last updated: the time the record was last changed, in UTC.")
+    assert not is_date_stamp("Last updated on the dashboard shows when the index was rebuilt.")
+    assert is_furniture('![logo](https://example.org/logo.png "Logo")')  # a picture with its title
 
 
 OPTIONS = chunk(

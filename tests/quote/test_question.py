@@ -36,6 +36,9 @@ from citewise.quote import QuestionKind, analyse, split_parts
         ("Which path parameter convertors come built in?", QuestionKind.LIST),
         ("What fees does the network charge?", QuestionKind.VALUE),  # the plural is a value noun's
         ("What is the default path?", QuestionKind.VALUE),
+        ("What percentage of validators must sign a block?", QuestionKind.VALUE),  # the value noun is the head
+        ("What number of retries does the client make?", QuestionKind.VALUE),
+        ("What happens when keys are rotated?", QuestionKind.GENERAL),  # a condition's plural
     ],
 )
 def test_kinds(question, kind):
@@ -133,6 +136,8 @@ def test_a_multi_part_question_is_split_and_a_part_that_points_back_gets_its_wor
         "When a user lacks the scopes @requires asks for, what HTTP status is returned by default?",  # a condition
         "Where do I put the key, in which section of the file?",  # narrows the question, asks no second one
         "In how many days are old logs removed?",
+        "What is the TTL, after which cached entries are evicted?",  # a relative clause, not a second question
+        "How long is the grace period, during which the old key can still be used?",
     ],
 )
 def test_a_single_question_stays_whole(question):

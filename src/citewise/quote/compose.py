@@ -648,16 +648,21 @@ def _lead_with_answer(chosen: list[Sentence], question: Question, chunks) -> lis
 def _with_list(chosen: list[Sentence], chunks, limit: int) -> list[Sentence]:
     """For "which … are there" and "how do I", the items of the list a chosen sentence says follows ("The available
     convertors are:", "`UploadFile` has the following methods."), in order right after it: they are the answer the
-    sentence only announces. The chosen sentences ranked below it make room. Unchanged when a list item, a table or
-    a code block is chosen already (its steps are added after it)."""
-    if any(s.step or s.block for s in chosen):
-        return chosen
+    sentence only announces. The chosen sentences ranked below it make room; never more than `limit` in all. A
+    lead-in ending in ":" with no room left for an item is dropped: alone it says nothing."""
     for i, sentence in enumerate(chosen):
-        items = list_after(sentence, chunks, max(1, limit - i - 1))
-        items = [it for it in items if not any(it.overlaps(c) or it.key == c.key for c in chosen[: i + 1])]
-        if items:
-            after = [c for c in chosen[i + 1 :] if not any(c.overlaps(it) or c.key == it.key for it in items)]
-            return [*chosen[: i + 1], *items, *after][: max(limit, i + 1 + len(items))]
+        items = list_after(sentence, chunks, limit)
+        items = [it for it in items if not any(it.overlaps(c) or it.key == c.key for c in chosen)]
+        if not items:
+            continue
+        room = limit - (i + 1)
+        if room <= 0:
+            if sentence.text.rstrip("*_` ").endswith(":"):
+                return [c for c in chosen if c is not sentence]
+            return chosen
+        items = items[:room]
+        after = [c for c in chosen[i + 1 :] if not any(c.overlaps(it) for it in items)]
+        return [*chosen[: i + 1], *items, *after][:limit]
     return chosen
 
 
@@ -703,8 +708,8 @@ def _code_block(chosen, blocks, chunks, question: Question, relevance=None) -> S
     """The one code block worth quoting beside the chosen sentences: the best of `blocks` (see `select`), else the
     block right after a chosen sentence that carries on its subject — both only from a passage the answer quotes
     prose from; for "how do I …", else the best of `blocks` wherever it is (the command is the answer). A block the
-    ranker ranks above the lead sentence is quoted wherever it is; for "how do I …" the block right under the lead
-    sentence comes before one of another passage."""
+    ranker ranks above the lead sentence is quoted wherever it is; for "how do I …" a block of the lead sentence's
+    passage (the best of `blocks` there, else the one right under it) comes before one of another passage."""
     if relevance and blocks and relevance.get(blocks[0].key, 0.0) > relevance.get(chosen[0].key, 1.0):
         return blocks[0]
     for sentence in chosen:  # a lead-in ("…, or use another port:") comes with the block it introduces
@@ -713,12 +718,12 @@ def _code_block(chosen, blocks, chunks, question: Question, relevance=None) -> S
             if block is not None:
                 return block
     if question.kind == QuestionKind.PROCEDURE and not chosen[0].block:
-        # "How do I …": the command right under the answer's lead sentence, unless a block worth quoting is in its
-        # own passage ("Alternatively you might want to redirect …" → its `redirect=` example, not the 403 one of
-        # another passage the answer also quotes).
-        block = block_after(chosen[0], chunks)
-        if block is not None and not any(b.slot == chosen[0].slot for b in blocks):
-            return block
+        # "How do I …": a block worth quoting from the lead sentence's own passage, else the one right under it,
+        # before a block of another passage the answer also quotes ("Alternatively you might want to redirect …" →
+        # its `redirect=` example, not the 403 one under "By default 403 responses will be returned …").
+        own = next((b for b in blocks if b.slot == chosen[0].slot), None) or block_after(chosen[0], chunks)
+        if own is not None:
+            return own
     quoted = {s.slot for s in chosen}
     for block in blocks:
         if block.slot in quoted:

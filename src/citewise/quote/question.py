@@ -52,9 +52,11 @@ _PROCEDURE_RE = re.compile(
     re.I,
 )
 # "Which path parameter convertors come built in?", "What headers does it add?": the noun asked about is plural (not
-# "status", "class", "address"), so the answer is a list, whatever value noun ("path") qualifies it.
+# "status", "class", "address"), so the answer is a list, whatever value noun ("path") qualifies it. Not past "of"
+# ("What percentage of validators must …" asks a value) nor a condition ("What happens when keys are …").
 _PLURAL_HEAD_RE = re.compile(
-    r"^(?:which|what)\s+(?:[\w-]+\s+){0,3}?([a-z]+(?<![sui])s)\s+"
+    r"^(?:which|what)\s+(?:(?!(?:of|when|if|whenever|once|after|before|while|happens?|happened)\b)[\w-]+\s+){0,3}?"
+    r"([a-z]+(?<![sui])s)\s+"
     r"(?:are|were|come|ship|exist|does|do|did|can|could|will|should|must)\b",
     re.I,
 )
@@ -117,11 +119,13 @@ _PREPOSITION_RE = re.compile(
 )
 # "… and how do I …", "…, and what is …", "…; where …": a second question joined to the first.
 # After a comma, a question mark or a semicolon the second question may open with its preposition ("…, and over how
-# many months does it vest?", "…; in which file is it set?"), when a whole question with its verb follows ("…, in which
-# section of the file?" only narrows the first); after a bare "and" that is more often one question's own words.
+# many months does it vest?", "…; in which file is it set?"), when a question follows: its verb before its subject
+# ("does it", "is the key"). "…, in which section of the file?" only narrows the first question, and "…, after which
+# cached entries are evicted?" is a relative clause; after a bare "and" that is more often one question's own words.
+_ASKED = r"(?:it|i|we|you|they|he|she|this|that|these|those|there|the|a|an|my|your|its|their|our)"
 _PART_SPLIT_RE = re.compile(
     rf"(?:\?\s+|[,;]\s*(?:and\s+|also\s+)?)"
-    rf"(?={_INTERROGATIVE}\b|{_PREPOSITION}\s+(?:how|which|what|whom|whose)\s+[^?,;]*?\b{_AUX}\s+\w)"
+    rf"(?={_INTERROGATIVE}\b|{_PREPOSITION}\s+(?:how|which|what|whom|whose)\s+[^?,;]*?\b{_AUX}\s+{_ASKED}\b)"
     rf"|(?:\s+and\s+(?:also\s+)?|\s+also\s+)(?={_INTERROGATIVE}\b)",
     re.I,
 )

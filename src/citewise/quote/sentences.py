@@ -197,7 +197,7 @@ def _short_value(text: str) -> bool:
     return bool(_IDENTIFIER_HINT_RE.search(text)) or bool(values(text))
 
 
-_IMAGE_ONLY_RE = re.compile(r"^\s*(?:!\[[^\]\n]*\]\([^)\s]*\)\s*)+$")
+_IMAGE_ONLY_RE = re.compile(r"^\s*(?:!\[[^\]\n]*\]\([^)\n]*\)\s*)+$")  # a title may follow the URL
 _LINK_RE = re.compile(r"!?\[([^\]\n]*)\]\([^)\s]*\)|<https?://[^>\s]*>|https?://\S+")
 _WORD_RE = re.compile(r"[A-Za-z]{2,}")
 
@@ -225,9 +225,10 @@ def is_link_trail(text: str) -> bool:
 
 # A page's date stamp ("Last updated 2 months ago", "Last updated on Mar 3, 2024 by Ann", "Last update: 2024-05-01"),
 # which site generators (GitBook, Docusaurus, MkDocs) print under every page: never what a question asks.
+_MONTH = r"(?:jan|feb|mar|apr|may|jun|jul|aug|sep|oct|nov|dec)[a-z]*\.?"
 _DATE_STAMP_RE = re.compile(
-    r"^[*_]*(?:page\s+)?last\s+(?:updated|update|modified|edited|changed)[*_]*"
-    r"(?:\s*:|\s+(?:on|at|by)\b|\s+\d|\s+(?:today|yesterday|recently)\b|\s+(?:an?|\d+|a\s+few)\s+\w+\s+ago\b)",
+    r"^[*_]*(?:page\s+)?last\s+(?:updated|update|modified|edited|changed)[*_]*\s*:?[*_]*\s*(?:on\s+|at\s+)?"
+    rf"(?:\d|{_MONTH}\s+\d|today\b|yesterday\b|recently\b|(?:an?|\d+|a\s+few)\s+\w+\s+ago\b)",
     re.I,
 )
 
@@ -500,35 +501,41 @@ def code_terms(block: str) -> set[str]:
 
 # A sentence that says a list follows: "The available convertors are:", "`UploadFile` has the following `async`
 # methods.", "Do the following:", "The steps are as follows."
-_INTRODUCES_LIST_RE = re.compile(r":[*_`]*\s*$|\b(?:the following|as follows)\b", re.I)
+_INTRODUCES_LIST_RE = re.compile(
+    r":[*_`]*\s*$|\bthe following(?:\s+[\w`*-]+){0,3}\s*[.:]?[*_]*\s*$|\bas follows\s*[.:]?[*_]*\s*$", re.I
+)
+_ITEM_START_RE = re.compile(r"[ \t]*(?:[-*+•]|\d+[.)])[ \t]+")
 _LIST_MARKERS_RE = re.compile(r"(?m)^[ \t]*(?:[-*+•]|\d+[.)])[ \t]+")
 
 
 def list_after(sentence: Sentence, chunks: Sequence[tuple[int, ScoredChunk]], limit: int) -> list[Sentence]:
     """The first `limit` items of the list right under `sentence` when it says a list follows (see
-    `_INTRODUCES_LIST_RE`; nothing but the rest of its paragraph between), in order, an item of several sentences
-    whole: what "Which convertors come built in?" asks, where "The available convertors are:" only says where."""
+    `_INTRODUCES_LIST_RE`; nothing but the rest of its paragraph between, a blank line or none), in order: each item
+    whole when it is a candidate whole, else its first sentence. What "Which convertors come built in?" asks, where
+    "The available convertors are:" only says where."""
     if sentence.code or sentence.step or not _INTRODUCES_LIST_RE.search(sentence.text) or limit <= 0:
         return []
     text = chunks[sentence.slot][1].text
-    items = [s for s in candidates([chunks[sentence.slot]]) if s.step and s.start >= sentence.end]
+    starts = [
+        s
+        for s in candidates([chunks[sentence.slot]])
+        if s.step
+        and s.start >= sentence.end
+        and _ITEM_START_RE.fullmatch(text[text.rfind("\n", 0, s.start) + 1 : s.start])
+    ]  # where an item begins: its whole, or its first sentence (the rest of a long item is no item of its own)
     out: list[Sentence] = []
     previous_end = sentence.end
-    for s in items:
+    for s in starts:
         if s.start < previous_end:
-            continue  # a sentence of an item taken whole
+            continue  # the first sentence of an item taken whole
         between = text[previous_end : s.start]
-        if not out:
-            # The list starts after the sentence's paragraph ("… methods. They all call …" may end it).
-            if between.count("\n\n") > 1 or re.search(r"^\s*#|```|~~~", between, re.M):
-                return []
-            paragraph_end = between.find("\n\n")
-            if paragraph_end < 0 or _LIST_MARKERS_RE.sub("", between[paragraph_end:]).strip():
-                return []
-        elif between.count("\n\n") > 1 or re.search(r"^\s*#|```|~~~", between, re.M):
+        # Before the item: the rest of the sentence's paragraph ("… methods. They all call …") or of the item before
+        # (its wrapped lines, its other sentences), then blank lines or none. A heading, a code block or another
+        # paragraph means the list ended (or, before the first item, that it is not the one announced).
+        if "\n" not in between or re.search(r"^\s*#|```|~~~", between, re.M):
             break
-        elif _LIST_MARKERS_RE.sub("", between).strip():
-            break  # a paragraph between: the list ended
+        if any(block.strip() and not _ITEM_START_RE.match(block) for block in re.split(r"\n[ \t]*\n", between)[1:]):
+            break
         out.append(s)
         previous_end = s.end
         if len(out) >= limit:
