@@ -872,6 +872,18 @@ def test_a_row_without_values_is_no_header_where_the_chunking_cut_the_table():
     assert all(s.header == "" for s in labels)
 
 
+def test_a_bold_line_under_another_is_no_label_and_value():
+    from citewise.quote.sentences import candidates
+
+    text = (
+        "DIA oracles provide price feeds on the testnet.\n\n"
+        "**Oracle Details**\n\n**Contracts on Somnia**\n\nMode\n\nOn\n"
+    )
+    found = candidates([(1, chunk(text, "dia.md"))])
+    labels = [s.rendered() for s in found if s.label]
+    assert labels == ["Mode\n\nOn"]  # "on" is a value alone, not inside "Contracts on Somnia"
+
+
 def test_label_runs_without_a_header_row_stay_plain():
     from citewise.quote.sentences import candidates
 

@@ -192,9 +192,17 @@ def whole_table(row: Sentence, chunks: Sequence[tuple[int, ScoredChunk]], max_ro
     return Sentence(row.slot, row.n, start, end, body, terms, index=-1, header=row.header)
 
 
+# Words that are a value only standing alone ("On", "none", "true"): inside a line they are mostly prose
+# ("Contracts on Somnia", "none of them").
+_WORD_VALUES = frozenset({"on", "off", "none", "null", "true", "false", "enabled", "disabled"})
+
+
 def _short_value(text: str) -> bool:
     """A short line worth quoting although it is no full sentence: it states a value or names an identifier."""
-    return bool(_IDENTIFIER_HINT_RE.search(text)) or bool(values(text))
+    if _IDENTIFIER_HINT_RE.search(text):
+        return True
+    alone = text.strip(" \t*_`.").lower()
+    return any(v.lower() not in _WORD_VALUES or v.lower() == alone for v in values(text))
 
 
 _IMAGE_ONLY_RE = re.compile(r"^\s*(?:!\[[^\]\n]*\]\([^)\n]*\)\s*)+$")  # a title may follow the URL
