@@ -946,7 +946,10 @@ def test_an_announced_list_never_takes_the_answer_past_max_sentences_nor_leaves_
     assert len(out) == 4 and out[3].text.startswith("`str`")
     # no room at all: a lead-in ending in ":" is dropped rather than quoted alone
     assert _with_list([first, second, later, lead], pair, 4) == [first, second, later]
-    assert _with_list([lead], pair, 1) == []
+    # with room for one sentence only, the list's first item stands for the lead-in: never an empty answer
+    assert [s.text for s in _with_list([lead], pair, 1)] == ["`str` returns a string, and is the default."]
+    answer = compose_quote_answer("Which convertors are available?", [(1, CONVERTORS)], max_sentences=1)
+    assert not answer.refused and answer.text.strip()
     # another list item chosen already does not stop the announced list from coming with its lead-in
     custom = chunk(
         "* Custom convertors available to every route are registered with `register_url_convertor`.\n", "c.md"

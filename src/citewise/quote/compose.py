@@ -649,7 +649,8 @@ def _with_list(chosen: list[Sentence], chunks, limit: int) -> list[Sentence]:
     """For "which … are there" and "how do I", the items of the list a chosen sentence says follows ("The available
     convertors are:", "`UploadFile` has the following methods."), in order right after it: they are the answer the
     sentence only announces. The chosen sentences ranked below it make room; never more than `limit` in all. A
-    lead-in ending in ":" with no room left for an item is dropped: alone it says nothing."""
+    lead-in ending in ":" with no room left for an item is dropped (alone it says nothing), and when it was all that
+    was chosen, its first items are quoted instead."""
     for i, sentence in enumerate(chosen):
         items = list_after(sentence, chunks, limit)
         items = [it for it in items if not any(it.overlaps(c) or it.key == c.key for c in chosen)]
@@ -657,9 +658,10 @@ def _with_list(chosen: list[Sentence], chunks, limit: int) -> list[Sentence]:
             continue
         room = limit - (i + 1)
         if room <= 0:
-            if sentence.text.rstrip("*_` ").endswith(":"):
-                return [c for c in chosen if c is not sentence]
-            return chosen
+            if not sentence.text.rstrip("*_` ").endswith(":"):
+                return chosen
+            others = [c for c in chosen if c is not sentence]
+            return others or items[:limit]  # alone, the lead-in gives way to the list it announces
         items = items[:room]
         after = [c for c in chosen[i + 1 :] if not any(c.overlaps(it) for it in items)]
         return [*chosen[: i + 1], *items, *after][:limit]
