@@ -1292,21 +1292,3 @@ def test_a_list_question_gets_its_sections_table_although_a_prose_sentence_match
     ]
     unlisted = quote_answer([Part(analyse("Which formats are supported?"), elsewhere)], QuoteSettings(threshold=0.0))
     assert not unlisted.text.startswith("| Kind |"), unlisted.text
-
-
-def test_a_row_that_matches_a_list_question_brings_its_whole_table_only_when_the_headings_name_the_question():
-    options = chunk(
-        "| Option | Default | Meaning |\n| --- | --- | --- |\n"
-        "| `--owner ID` | `public` | Tag the documents with this owner |\n"
-        "| `--glob PATTERN` | the supported file types | File pattern used when a directory is given |\n"
-        "| `--json` | off | Print the report as one JSON object |\n",
-        "ingesting.md",
-        chapter="Ingesting documents > Usage",
-        dense=0.6,
-    )
-    answer = compose_quote_answer("Which file types can I ingest?", [(1, options)])
-    assert "| `--glob PATTERN` | the supported file types |" in answer.text
-    assert "`--owner ID`" not in answer.text and "`--json`" not in answer.text  # the row, not the options table
-    named = options.model_copy(update={"chapter": "Ingesting documents > Supported file types"})
-    answer = compose_quote_answer("Which file types can I ingest?", [(1, named)])
-    assert "`--owner ID`" in answer.text and "`--json`" in answer.text  # the section's listing: all of it

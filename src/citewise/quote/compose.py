@@ -496,7 +496,7 @@ def select(
         return before is not None and taken(before)
 
     if question.kind == QuestionKind.LIST:
-        table = _listing_table(question, scored, chunks)
+        table = _listing_table(scored, chunks)
         if table is not None and not quoted(table):
             chosen.append(table)
     for item in scored:
@@ -515,7 +515,7 @@ def select(
             rest.append(sentence)  # a table describes; a procedure is told in sentences, steps and commands
             continue
         if sentence.header and question.kind == QuestionKind.LIST and not chosen:
-            table = whole_table(sentence, chunks) if _headings_name(question, chunks[sentence.slot][1]) else None
+            table = whole_table(sentence, chunks)
             if table is not None and not quoted(table):  # else its rows, one by one
                 chosen.append(table)
                 continue
@@ -573,22 +573,13 @@ def select(
     return chosen, rest, blocks
 
 
-def _headings_name(question: Question, chunk: ScoredChunk) -> bool:
-    """Whether `chunk`'s headings (its page title and section path) hold at least LISTING_HEADING_COVERAGE of the
-    question's words: its table is then the listing asked for. The headings alone, not a row's own words: "Which file
-    types can I ingest?" is no question about the `citewise ingest` options table because one row says "the
-    supported types"."""
-    terms = set(question.terms)
-    return bool(terms) and len(terms & _headings(chunk)) / len(terms) >= LISTING_HEADING_COVERAGE
-
-
-def _listing_table(question: Question, scored: Sequence[Scored], chunks) -> Sentence | None:
+def _listing_table(scored: Sequence[Scored], chunks) -> Sentence | None:
     """For a "which … are supported" question: the table in the best candidate's section, when that section's
-    headings cover the question (at least half of its words). Its rows seldom repeat the question's words —
+    headings cover the question (at least half of its weight). Its rows seldom repeat the question's words —
     the heading holds them — so they rank below any prose sentence that does ("Any other extension fails …"), and
     that sentence must not push the listing itself out of the answer."""
     lead = next((item for item in scored if not item.sentence.code), None)
-    if lead is None or not _headings_name(question, chunks[lead.sentence.slot][1]):
+    if lead is None or lead.features.get("heading_coverage", 0.0) < LISTING_HEADING_COVERAGE:
         return None
     section = chunks[lead.sentence.slot][1].section
     for item in scored:  # a long section is cut into several passages: its table may stand in another one
