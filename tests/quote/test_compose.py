@@ -882,6 +882,10 @@ def test_a_bold_line_under_another_is_no_label_and_value():
     found = candidates([(1, chunk(text, "dia.md"))])
     labels = [s.rendered() for s in found if s.label]
     assert labels == ["Mode\n\nOn"]  # "on" is a value alone, not inside "Contracts on Somnia"
+    # ... or with a few words about the setting beside it
+    for value in ("Off (default)", "Enabled by default", "true, false", "(none)"):
+        found = candidates([(1, chunk(f"Cache mode\n\n{value}\n", "cache.md"))])
+        assert [s.rendered() for s in found if s.label] == [f"Cache mode\n\n{value}"], value
 
 
 def test_label_runs_without_a_header_row_stay_plain():

@@ -192,17 +192,22 @@ def whole_table(row: Sentence, chunks: Sequence[tuple[int, ScoredChunk]], max_ro
     return Sentence(row.slot, row.n, start, end, body, terms, index=-1, header=row.header)
 
 
-# Words that are a value only standing alone ("On", "none", "true"): inside a line they are mostly prose
-# ("Contracts on Somnia", "none of them").
+# Words that are a value only with nothing but a few words about the setting beside them ("On", "Off (default)",
+# "Enabled by default", "true, false"): among other words they are mostly prose ("Contracts on Somnia", "none of
+# them").
 _WORD_VALUES = frozenset({"on", "off", "none", "null", "true", "false", "enabled", "disabled"})
+_BESIDE_WORD_VALUES = frozenset({"default", "by", "recommended", "or", "and", "the", "is"})
 
 
 def _short_value(text: str) -> bool:
     """A short line worth quoting although it is no full sentence: it states a value or names an identifier."""
     if _IDENTIFIER_HINT_RE.search(text):
         return True
-    alone = text.strip(" \t*_`.").lower()
-    return any(v.lower() not in _WORD_VALUES or v.lower() == alone for v in values(text))
+    found = [v.lower() for v in values(text)]
+    if any(v not in _WORD_VALUES for v in found):
+        return True
+    words = re.findall(r"[a-z]+", text.lower())
+    return bool(found) and all(w in _WORD_VALUES or w in _BESIDE_WORD_VALUES for w in words)
 
 
 _IMAGE_ONLY_RE = re.compile(r"^\s*(?:!\[[^\]\n]*\]\([^)\n]*\)\s*)+$")  # a title may follow the URL
