@@ -518,7 +518,6 @@ _INTRODUCES_LIST_RE = re.compile(
     r":[*_`]*\s*$|\bthe following(?:\s+[\w`*-]+){0,3}\s*[.:]?[*_]*\s*$|\bas follows\s*[.:]?[*_]*\s*$", re.I
 )
 _ITEM_START_RE = re.compile(r"[ \t]*(?:[-*+•]|\d+[.)])[ \t]+")
-_LIST_MARKERS_RE = re.compile(r"(?m)^[ \t]*(?:[-*+•]|\d+[.)])[ \t]+")
 
 
 def list_after(sentence: Sentence, chunks: Sequence[tuple[int, ScoredChunk]], limit: int) -> list[Sentence]:
