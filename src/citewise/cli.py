@@ -284,11 +284,11 @@ def search(
                 out.print("The index is empty. Add documents with `citewise ingest PATH`.")
             else:
                 floor = kb.settings.retrieval.min_score
-                out.print(f"No chunk is relevant enough (minimum cosine similarity {floor}).")
+                out.print(f"No chunk is relevant enough (minimum similarity {floor}).")
             return 0
         for rank, chunk in enumerate(result.chunks, 1):
             where = chunk.filename + (f" p.{chunk.page}" if chunk.page else "")
-            scores = f"score {chunk.score:.4f}" + (f", cosine {chunk.dense_score:.2f}" if chunk.dense_score else "")
+            scores = f"score {chunk.score:.4f}" + (f", dense {chunk.dense_score:.2f}" if chunk.dense_score else "")
             say(out, "[bold]{}. {}[/] — {}  [dim]({})[/]", rank, where, chunk.chapter or chunk.title, scores)
             snippet = " ".join(chunk.text.split())
             say(out, "   {}", snippet if len(snippet) <= 320 else snippet[:320] + "…")

@@ -1,12 +1,12 @@
 """`citewise migrate --from HOME --to postgresql://…`: copy an embedded home into an empty PostgreSQL database.
 
 What is copied: the manifest (embedding model and dimension), every registry row, every chunk with its stored
-vector (nothing is embedded again, so the copy ranks exactly like the home did), the question log, the LLM
-reply cache, the sources' state (their specs, last runs and what each sync brought in, so the next sync skips
-what is unchanged) and the feedback (answers kept for rating and readers' ratings of them, so the analytics keep
-their history). What is not: conversation sessions (LangGraph checkpoints, short-lived by nature) and uploaded
-files, which stay where they are — point `uploads_dir` at the home's uploads/ folder (or copy it to the shared
-folder at the same path) so the registry's paths still name them.
+vector and sentence vectors (nothing is embedded again, so the copy ranks exactly like the home did), the
+question log, the LLM reply cache, the sources' state (their specs, last runs and what each sync brought in, so
+the next sync skips what is unchanged) and the feedback (answers kept for rating and readers' ratings of them, so
+the analytics keep their history). What is not: conversation sessions (LangGraph checkpoints, short-lived by
+nature) and uploaded files, which stay where they are — point `uploads_dir` at the home's uploads/ folder (or copy
+it to the shared folder at the same path) so the registry's paths still name them.
 
 The copy holds the database's write lock, refuses a database that already holds documents, and commits chunks in
 batches; a failed run leaves a partial copy that `citewise migrate` refuses to extend: drop it and run again.
@@ -72,8 +72,8 @@ def migrate_home(source: Settings, target: Settings, *, progress: Progress | Non
         source_store = LanceStore(source.index_dir / "lancedb")
         total = source_store.count()
         target_store = PostgresStore(db, target.postgres)
-        for chunks, vectors in source_store.export():
-            target_store.write_chunks(chunks, vectors, finished={})
+        for chunks, vectors, sentences in source_store.export():
+            target_store.write_chunks(chunks, vectors, finished={}, sentences=sentences)
             report.chunks += len(chunks)
             report_progress("copy", report.chunks, total)
         target_store.optimize()

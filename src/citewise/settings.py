@@ -758,5 +758,8 @@ class Settings(BaseSettings):
             "max_block_chars": self.ingest.max_block_chars,
             "base_url": self.ingest.base_url,
             "chunker": 2,  # bump when chunking or what the full-text index sees (store.search_text) changes
+            # 2: sentence vectors beside each chunk's (store.dense_score); an index built before them is re-embedded
+            # by its next ingest (vectors without sentences are not reused when the embedder makes them).
+            "vectors": 2,
         }
         return hashlib.sha256(json.dumps(relevant, sort_keys=True).encode()).hexdigest()[:16]

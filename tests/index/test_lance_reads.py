@@ -126,11 +126,14 @@ def test_lookups_and_scans_match_lancedb(corpus_kb):
 def test_a_store_in_memory_ranks_like_the_store_on_disk(corpus_kb):
     """The selected-text search's scratch store is read through LanceDB: the same rows, the same ranking."""
     disk = corpus_kb.store
-    rows = disk._reads.scan([*_CHUNK_COLUMNS, "vector"])
-    chunks = [Chunk(**row) for row in rows.select(_CHUNK_COLUMNS).to_pylist()]
-    vectors = np.vstack(rows.column("vector").to_numpy(zero_copy_only=False)).astype(np.float32)
+    chunks, vectors, sentences = [], [], []
+    for part, part_vectors, part_sentences in disk.export():
+        chunks += part
+        vectors.append(part_vectors)
+        sentences += part_sentences
+    assert all(matrix is not None for matrix in sentences)  # the ingest pooled them: ranking uses them
     memory = LanceStore.ephemeral()
-    memory.replace_documents(sorted({c.doc_id for c in chunks}), chunks, vectors)
+    memory.replace_documents(sorted({c.doc_id for c in chunks}), chunks, np.vstack(vectors), sentences)
     memory.optimize()
     retriever = Retriever(corpus_kb)
     for question in QUESTIONS:

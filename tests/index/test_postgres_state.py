@@ -393,6 +393,14 @@ def test_migrate_copies_an_embedded_home_with_its_vectors(settings, make_kb, cor
     kept.record_answer(rated)
     kept.record_answer(AnswerRecord.of(refused, owner="public", docs_version=3, session_id=None, surface="run"))
     assert kept.rate(rated.answer_id, "alice", Rating("down"), "The TLS port is missing") is not None
+    # Sentence vectors for one document's chunks, made from each chunk's own vector (so chunks sharing a content
+    # hash share them too), whether or not the ingest pooled any: the copy must carry them.
+    first = embedded.registry.list()[0].doc_id
+    rewritten = [c for c in embedded.store.chunks() if c.doc_id == first]
+    stored = embedded.store.vectors_by_hash([first])
+    vectors = np.vstack([stored[c.content_hash][0] for c in rewritten])
+    sentences = [np.vstack([v, np.roll(v, 1)]) for v in vectors]
+    embedded.store.write_chunks(rewritten, vectors, finished={}, sentences=sentences)
     result = runner.invoke(app, ["migrate", "--from", str(settings.home), "--to", pg_url, "--json"])
     assert result.exit_code == 0, result.output
     report = json.loads(result.stdout.strip().splitlines()[-1])
@@ -408,8 +416,13 @@ def test_migrate_copies_an_embedded_home_with_its_vectors(settings, make_kb, cor
     doc_ids = [r.doc_id for r in embedded.registry.list()]
     mine, theirs = copied.store.vectors_by_hash(doc_ids), embedded.store.vectors_by_hash(doc_ids)
     assert mine.keys() == theirs.keys()
-    for key, vector in theirs.items():
-        np.testing.assert_array_equal(mine[key], vector)  # copied bit for bit: nothing was embedded again
+    for key, (vector, sentences) in theirs.items():
+        np.testing.assert_array_equal(mine[key][0], vector)  # copied bit for bit: nothing was embedded again
+        if sentences is None:
+            assert mine[key][1] is None
+        else:
+            np.testing.assert_array_equal(mine[key][1], sentences)  # float16 both sides: bit for bit too
+    assert all(mine[c.content_hash][1] is not None for c in rewritten)
     question = "How do I rotate the API key?"
     expected = [c.chunk_id for c in Retriever(embedded).search(question, mode="dense").chunks]
     assert [c.chunk_id for c in Retriever(copied).search(question, mode="dense").chunks] == expected

@@ -122,7 +122,9 @@ def test_replacing_a_document_drops_its_other_chunks_in_one_commit(open_store):
     assert other.version() == store.version() and other.count() == 3
     vectors = other.vectors_by_hash(["alpha"])
     assert set(vectors) == {shorter[0].content_hash}
-    np.testing.assert_allclose(vectors[shorter[0].content_hash], unit("alpha-0"), rtol=1e-6)
+    vector, sentences = vectors[shorter[0].content_hash]
+    np.testing.assert_allclose(vector, unit("alpha-0"), rtol=1e-6)
+    assert sentences is None  # written without sentence vectors
     assert other.vectors_by_hash(["alpha"], hashes=["other"]) == {}
 
 

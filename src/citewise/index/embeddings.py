@@ -29,6 +29,7 @@ from citewise.errors import ConfigError, MissingExtraError, classify_provider_er
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
+    from citewise.index.store import SentenceSpans
     from citewise.settings import Settings
 
 BUNDLED_MODEL = "all-MiniLM-L6-v2"
@@ -244,6 +245,16 @@ class OnnxEmbedder:
 
     def _run_batch(self, token_ids: list[list[int]]) -> np.ndarray:
         """Pad one batch to its longest member, run the model, pool."""
+        hidden, mask = self._hidden(token_ids)
+        if self._pooling == "cls":
+            pooled = hidden[:, 0]
+        else:
+            weights = mask[..., None].astype(np.float32)
+            pooled = (hidden * weights).sum(axis=1) / np.clip(weights.sum(axis=1), 1e-9, None)
+        return _normalise(pooled) if self._normalize else pooled.astype(np.float32)
+
+    def _hidden(self, token_ids: list[list[int]]) -> tuple[np.ndarray, np.ndarray]:
+        """The model's token vectors for one batch padded to its longest member, and the padding mask."""
         width = max(len(t) for t in token_ids)
         ids = np.full((len(token_ids), width), self._pad_id, dtype=np.int64)
         mask = np.zeros((len(token_ids), width), dtype=np.int64)
@@ -251,13 +262,7 @@ class OnnxEmbedder:
             ids[row, : len(tokens)] = tokens
             mask[row, : len(tokens)] = 1
         feeds = {"input_ids": ids, "attention_mask": mask, "token_type_ids": np.zeros_like(ids)}
-        hidden = self._session.run(None, {k: v for k, v in feeds.items() if k in self._inputs})[0]
-        if self._pooling == "cls":
-            pooled = hidden[:, 0]
-        else:
-            weights = mask[..., None].astype(np.float32)
-            pooled = (hidden * weights).sum(axis=1) / np.clip(weights.sum(axis=1), 1e-9, None)
-        return _normalise(pooled) if self._normalize else pooled.astype(np.float32)
+        return self._session.run(None, {k: v for k, v in feeds.items() if k in self._inputs})[0], mask
 
     def _encode(self, texts: list[str]) -> np.ndarray:
         self._load()
@@ -283,6 +288,53 @@ class OnnxEmbedder:
 
     def embed_query(self, text: str) -> np.ndarray:
         return self._encode([text])[0]
+
+    def embed_with_sentences(
+        self, texts: Sequence[str], spans: Sequence[SentenceSpans]
+    ) -> tuple[np.ndarray, list[np.ndarray | None]]:
+        """Each text's vector, as `embed_documents` makes it, and a vector per sentence pooled from the same model
+        run ("late chunking"): the mean of the headings' and the sentence's token vectors, so each sentence is read
+        in its context at no extra model cost. A sentence cut off by the model's input limit gets none; a model
+        that pools its CLS token gets no sentence vectors at all (None), since a span has no CLS token of its own."""
+        if not texts:
+            return np.zeros((0, 0), dtype=np.float32), []
+        self._load()
+        encodings = self._tokenizer.encode_batch(list(texts))
+        order = sorted(range(len(texts)), key=lambda i: len(encodings[i].ids))
+        out = None
+        sentences: list[np.ndarray | None] = [None] * len(texts)
+        for start in range(0, len(order), self._batch_size):
+            batch = order[start : start + self._batch_size]
+            hidden, mask = self._hidden([encodings[i].ids for i in batch])
+            weights = mask[..., None].astype(np.float32)
+            pooled = (hidden * weights).sum(axis=1) / np.clip(weights.sum(axis=1), 1e-9, None)
+            if self._pooling == "cls":
+                pooled = hidden[:, 0]
+            vectors = _normalise(pooled) if self._normalize else pooled.astype(np.float32)
+            if out is None:
+                out = np.empty((len(texts), vectors.shape[1]), dtype=np.float32)
+            out[batch] = vectors
+            if self._pooling != "mean":
+                continue
+            for row, i in enumerate(batch):
+                sentences[i] = _pool_sentences(hidden[row], encodings[i], spans[i])
+        return out, sentences
+
+
+def _pool_sentences(hidden: np.ndarray, encoding, spans: SentenceSpans) -> np.ndarray:
+    """One unit vector per sentence of `spans` that kept a token within the model's input limit: the mean of its
+    tokens' and the headings' token vectors (special tokens, which carry no offsets, left out)."""
+    offsets = np.array(encoding.offsets, dtype=np.int64).reshape(-1, 2)
+    real = np.array(encoding.special_tokens_mask, dtype=bool) == 0
+    headings = real & (offsets[:, 1] <= spans.headings_end)
+    rows = []
+    for start, end in spans.sentences:
+        inside = real & (offsets[:, 0] >= start) & (offsets[:, 1] <= end)
+        if inside.any():
+            rows.append(hidden[: len(offsets)][inside | headings].mean(axis=0))
+    if not rows:
+        return np.zeros((0, hidden.shape[-1]), dtype=np.float32)
+    return _normalise(np.vstack(rows))
 
 
 def _session_options(ort, *, optimise: bool = True):

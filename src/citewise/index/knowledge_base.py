@@ -21,10 +21,11 @@ import numpy as np
 from citewise.errors import RetrievalError
 from citewise.index.embeddings import Embedder, create_embedder
 from citewise.index.registry import Manifest, Registry, now_iso
-from citewise.index.store import VectorStore
+from citewise.index.store import VectorStore, search_text, sentence_spans
 from citewise.index.vocabulary import Vocabulary
 from citewise.index.write_lock import write_lock
 from citewise.settings import Settings
+from citewise.types import Chunk
 
 
 class KnowledgeBase:
@@ -117,6 +118,22 @@ class KnowledgeBase:
         vectors = self.embedder.embed_documents(texts)
         self._check_dimension(vectors.shape[1])
         return vectors
+
+    @property
+    def pools_sentences(self) -> bool:
+        """Whether the embedder makes sentence vectors (`embed_chunks`): the bundled ONNX one does; torch and
+        vendor embedders don't, and their chunks are scored by their own cosine alone."""
+        return hasattr(self.embedder, "embed_with_sentences")
+
+    def embed_chunks(self, chunks: list[Chunk]) -> tuple[np.ndarray, list[np.ndarray | None]]:
+        """Each chunk's vector (of its `search_text`) and, where the embedder can pool them, its sentences'."""
+        texts = [search_text(chunk) for chunk in chunks]
+        if self.pools_sentences:
+            vectors, sentences = self.embedder.embed_with_sentences(texts, [sentence_spans(c) for c in chunks])
+        else:
+            vectors, sentences = self.embedder.embed_documents(texts), [None] * len(chunks)
+        self._check_dimension(vectors.shape[1])
+        return vectors, sentences
 
     def embed_query(self, text: str) -> np.ndarray:
         vector = self.embedder.embed_query(text)

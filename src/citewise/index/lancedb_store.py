@@ -35,7 +35,15 @@ import pyarrow as pa
 from lance.query import MatchQuery
 
 from citewise.errors import CitewiseError, HomeBusyError, RetrievalError
-from citewise.index.store import Hit, chunk_counts, in_list, search_text
+from citewise.index.store import (
+    Hit,
+    chunk_counts,
+    dense_score,
+    in_list,
+    pack_sentences,
+    search_text,
+    unpack_sentences,
+)
 from citewise.types import Chunk
 
 TABLE = "chunks"
@@ -65,10 +73,19 @@ _META_FIELDS = [
     ("content_hash", pa.string()),
 ]
 _CHUNK_COLUMNS = [name for name, _ in _META_FIELDS if name != "search_text"]
+# Each sentence's vector (`store.dense_score`), float16 row after row; null in a table written before them, until
+# the next ingest re-embeds its chunks.
+SENTENCES = "sentence_vectors"
 
 
 def _schema(dim: int) -> pa.Schema:
-    return pa.schema([*(pa.field(n, t) for n, t in _META_FIELDS), pa.field("vector", pa.list_(pa.float32(), dim))])
+    return pa.schema(
+        [
+            *(pa.field(n, t) for n, t in _META_FIELDS),
+            pa.field("vector", pa.list_(pa.float32(), dim)),
+            pa.field(SENTENCES, pa.binary()),
+        ]
+    )
 
 
 def _is_commit_conflict(exc: BaseException) -> bool:
@@ -123,6 +140,13 @@ def _vector_matrix(rows: pa.Table) -> np.ndarray:
     return column.flatten().to_numpy().reshape(len(column), -1).astype(np.float32, copy=False)
 
 
+def _sentence_matrices(rows: pa.Table, dim: int) -> list[np.ndarray | None]:
+    """Each row's sentence vectors; all None when the table predates them."""
+    if SENTENCES not in rows.column_names:
+        return [None] * rows.num_rows
+    return [unpack_sentences(blob, dim) for blob in rows.column(SENTENCES).to_pylist()]
+
+
 class _Reads(Protocol):
     """One table's reads, at the version last checked out."""
 
@@ -136,10 +160,19 @@ class _Reads(Protocol):
 
     def indexed_columns(self) -> set[str]: ...
 
+    def columns(self) -> set[str]: ...
+
     def scan(self, columns: list[str] | None, where: str | None = None, limit: int | None = None) -> pa.Table: ...
 
-    def nearest(self, vector: np.ndarray, limit: int, where: str | None, refine_factor: int | None) -> pa.Table:
-        """chunk_id and cosine `_distance` of the nearest rows, nearest first."""
+    def nearest(
+        self,
+        vector: np.ndarray,
+        limit: int,
+        where: str | None,
+        refine_factor: int | None,
+        columns: Sequence[str] = ("chunk_id",),
+    ) -> pa.Table:
+        """`columns` and the cosine `_distance` of the nearest rows, nearest first."""
 
     def match(self, text: str, limit: int, where: str | None, columns: list[str]) -> pa.Table:
         """`columns` and the BM25 `_score` of the rows whose search_text matches `text`, best first."""
@@ -178,10 +211,20 @@ class _LanceReads:
     def indexed_columns(self) -> set[str]:
         return {ix.field_names[0] for ix in self._dataset.describe_indices() if ix.field_names}
 
+    def columns(self) -> set[str]:
+        return set(self._dataset.schema.names)
+
     def scan(self, columns: list[str] | None, where: str | None = None, limit: int | None = None) -> pa.Table:
         return self._dataset.to_table(columns=columns, filter=where, limit=limit)
 
-    def nearest(self, vector: np.ndarray, limit: int, where: str | None, refine_factor: int | None) -> pa.Table:
+    def nearest(
+        self,
+        vector: np.ndarray,
+        limit: int,
+        where: str | None,
+        refine_factor: int | None,
+        columns: Sequence[str] = ("chunk_id",),
+    ) -> pa.Table:
         nearest: dict[str, Any] = {
             "column": "vector",
             "q": vector,
@@ -192,7 +235,7 @@ class _LanceReads:
         if refine_factor is not None:
             nearest["refine_factor"] = refine_factor
         return self._dataset.to_table(
-            columns=["chunk_id", "_distance"], nearest=nearest, filter=where, prefilter=True, limit=limit
+            columns=[*columns, "_distance"], nearest=nearest, filter=where, prefilter=True, limit=limit
         )
 
     def match(self, text: str, limit: int, where: str | None, columns: list[str]) -> pa.Table:
@@ -224,6 +267,9 @@ class _LanceDBReads:
     def indexed_columns(self) -> set[str]:
         return {ix.columns[0] for ix in self._table.list_indices()}
 
+    def columns(self) -> set[str]:
+        return set(self._table.schema.names)
+
     def scan(self, columns: list[str] | None, where: str | None = None, limit: int | None = None) -> pa.Table:
         query = self._table.search()
         if where:
@@ -232,13 +278,20 @@ class _LanceDBReads:
             query = query.select(columns)
         return query.limit(limit).to_arrow()
 
-    def nearest(self, vector: np.ndarray, limit: int, where: str | None, refine_factor: int | None) -> pa.Table:
+    def nearest(
+        self,
+        vector: np.ndarray,
+        limit: int,
+        where: str | None,
+        refine_factor: int | None,
+        columns: Sequence[str] = ("chunk_id",),
+    ) -> pa.Table:
         query = self._table.search(vector, vector_column_name="vector").distance_type("cosine")
         if refine_factor is not None:
             query = query.refine_factor(refine_factor)
         if where:
             query = query.where(where, prefilter=True)
-        return query.select(["chunk_id", "_distance"]).limit(limit).to_arrow()
+        return query.select([*columns, "_distance"]).limit(limit).to_arrow()
 
     def match(self, text: str, limit: int, where: str | None, columns: list[str]) -> pa.Table:
         query = self._table.search(text, query_type="fts", fts_columns="search_text")
@@ -278,6 +331,10 @@ class LanceStore:
                 self._db = lancedb.connect(self.uri)
             if TABLE in self._db.list_tables().tables:
                 self._table = self._db.open_table(TABLE)
+                if SENTENCES not in self._table.schema.names:
+                    # A table written before sentence vectors: the column is added empty (its rows keep their
+                    # cosine alone), and this ingest's chunks fill it.
+                    self._table.add_columns(pa.field(SENTENCES, pa.binary()))
             elif dim is not None:
                 self._table = self._db.create_table(TABLE, schema=_schema(dim), exist_ok=True)
         return self._table
@@ -316,7 +373,9 @@ class LanceStore:
         self._has_ann = self._detect_ann()
 
     # -- writes ------------------------------------------------------------------------------------------------
-    def _to_arrow(self, chunks: Sequence[Chunk], vectors: np.ndarray) -> pa.Table:
+    def _to_arrow(
+        self, chunks: Sequence[Chunk], vectors: np.ndarray, sentences: Sequence[np.ndarray | None] | None
+    ) -> pa.Table:
         rows = {name: [] for name, _ in _META_FIELDS}
         for chunk in chunks:
             data = chunk.model_dump(include=set(_CHUNK_COLUMNS))
@@ -327,19 +386,33 @@ class LanceStore:
         flat = pa.array(np.ascontiguousarray(vectors, dtype=np.float32).reshape(-1), type=pa.float32())
         columns = [pa.array(rows[n], type=t) for n, t in _META_FIELDS]
         columns.append(pa.FixedSizeListArray.from_arrays(flat, dim))
+        columns.append(pa.array([pack_sentences(m) for m in sentences or [None] * len(chunks)], type=pa.binary()))
         return pa.Table.from_arrays(columns, schema=_schema(dim))
 
-    def replace_documents(self, doc_ids: Sequence[str], chunks: Sequence[Chunk], vectors: np.ndarray) -> None:
+    def replace_documents(
+        self,
+        doc_ids: Sequence[str],
+        chunks: Sequence[Chunk],
+        vectors: np.ndarray,
+        sentences: Sequence[np.ndarray | None] | None = None,
+    ) -> None:
         if doc_ids:
-            self.write_chunks(chunks, vectors, finished=chunk_counts(doc_ids, chunks))
+            self.write_chunks(chunks, vectors, finished=chunk_counts(doc_ids, chunks), sentences=sentences)
 
     @_retry_conflicts
-    def write_chunks(self, chunks: Sequence[Chunk], vectors: np.ndarray, *, finished: Mapping[str, int]) -> None:
+    def write_chunks(
+        self,
+        chunks: Sequence[Chunk],
+        vectors: np.ndarray,
+        *,
+        finished: Mapping[str, int],
+        sentences: Sequence[np.ndarray | None] | None = None,
+    ) -> None:
         """One commit: upsert `chunks` by chunk_id and, for each document in `finished` (doc_id → its chunk count),
         delete its rows past that count. A document bigger than one batch is written over several calls, and only
         the call with its last chunks names it in `finished`, so earlier batches are never deleted by later ones."""
-        if len(chunks) != len(vectors):
-            raise ValueError("one vector per chunk")
+        if len(chunks) != len(vectors) or (sentences is not None and len(sentences) != len(chunks)):
+            raise ValueError("one vector (and one set of sentence vectors, when given) per chunk")
         if not chunks:
             self.delete_documents(list(finished))
             return
@@ -348,7 +421,7 @@ class LanceStore:
         merge = table.merge_insert("chunk_id").when_matched_update_all().when_not_matched_insert_all()
         if stale:
             merge = merge.when_not_matched_by_source_delete(stale)
-        merge.execute(self._to_arrow(chunks, vectors))
+        merge.execute(self._to_arrow(chunks, vectors, sentences))
         self._written()
 
     @staticmethod
@@ -373,16 +446,23 @@ class LanceStore:
         self._writable().delete(in_list("doc_id", doc_ids))
         self._written()
 
-    def vectors_by_hash(self, doc_ids: Sequence[str], *, hashes: Sequence[str] | None = None) -> dict[str, np.ndarray]:
+    def vectors_by_hash(
+        self, doc_ids: Sequence[str], *, hashes: Sequence[str] | None = None
+    ) -> dict[str, tuple[np.ndarray, np.ndarray | None]]:
         if not doc_ids or self._reads is None or (hashes is not None and not hashes):
             return {}
         where = in_list("doc_id", doc_ids)
         if hashes is not None:  # one batch of a big document: read only the vectors it can use
             where += " AND " + in_list("content_hash", sorted(set(hashes)))
-        rows = self._reads.scan(["content_hash", "vector"], where)
+        rows = self._reads.scan(["content_hash", "vector", *self._sentence_column()], where)
         if not rows.num_rows:
             return {}
-        return dict(zip(rows.column("content_hash").to_pylist(), _vector_matrix(rows), strict=True))
+        vectors = _vector_matrix(rows)
+        pairs = zip(vectors, _sentence_matrices(rows, vectors.shape[1]), strict=True)
+        return dict(zip(rows.column("content_hash").to_pylist(), pairs, strict=True))
+
+    def _sentence_column(self) -> list[str]:
+        return [SENTENCES] if self._reads is not None and SENTENCES in self._reads.columns() else []
 
     # -- checks and repairs (citewise doctor) ------------------------------------------------------------------
     def chunk_rows(self) -> list[tuple[str, str]]:
@@ -455,25 +535,37 @@ class LanceStore:
         # With an ANN index, re-rank its candidates by exact distance: recall 0.92 → 1.0 at 100k.
         refine_factor = 5 if self._has_ann else None
         try:
-            rows = self._reads.nearest(vector, limit, where, refine_factor)
+            rows = self._reads.nearest(vector, limit, where, refine_factor, ["chunk_id", *self._sentence_column()])
         except Exception as exc:
             raise RetrievalError(f"Vector search failed: {_said(exc)}") from exc
         ids = rows.column("chunk_id").to_pylist()
         distances = rows.column("_distance").to_numpy()
-        return [Hit(chunk_id, dense=1.0 - float(d)) for chunk_id, d in zip(ids, distances, strict=True)]
+        sentences = _sentence_matrices(rows, len(vector))
+        hits = [
+            Hit(chunk_id, dense=dense_score(1.0 - float(d), m, vector))
+            for chunk_id, d, m in zip(ids, distances, sentences, strict=True)
+        ]
+        hits.sort(key=lambda h: (-h.dense, h.chunk_id))
+        return hits
 
     def lexical(self, text: str, limit: int, where: str | None, *, with_vectors: bool = False) -> list[Hit]:
         if self._reads is None or not text.strip():
             return []
         try:
-            columns = ["chunk_id", "_score", *(["vector"] if with_vectors else [])]
+            columns = ["chunk_id", "_score", *(["vector", *self._sentence_column()] if with_vectors else [])]
             rows = self._reads.match(text, limit, where, columns)
         except Exception as exc:
             raise RetrievalError(f"Full-text search failed: {_said(exc)}") from exc
         ids = rows.column("chunk_id").to_pylist()
         scores = rows.column("_score").to_numpy()
         vectors = _vector_matrix(rows) if with_vectors and ids else [None] * len(ids)
-        hits = [Hit(chunk_id, lexical=float(s), vector=v) for chunk_id, s, v in zip(ids, scores, vectors, strict=True)]
+        sentences = (
+            _sentence_matrices(rows, vectors.shape[1]) if with_vectors and ids else [None] * len(ids)  # type: ignore[union-attr]
+        )
+        hits = [
+            Hit(chunk_id, lexical=float(s), vector=v, sentences=m)
+            for chunk_id, s, v, m in zip(ids, scores, vectors, sentences, strict=True)
+        ]
         # Equal BM25 scores among rows written since the last optimize come back in a different order from run to
         # run; ranks feed fusion, so ties are broken by chunk id here, as PostgreSQL's query does.
         hits.sort(key=lambda h: (-h.lexical, h.chunk_id))
@@ -493,15 +585,17 @@ class LanceStore:
         for batch in rows.to_batches(max_chunksize=4096):
             yield from zip(batch.column("owner").to_pylist(), batch.column("search_text").to_pylist(), strict=True)
 
-    def export(self, batch_size: int = 1000) -> Iterator[tuple[list[Chunk], np.ndarray]]:
-        """Every stored chunk with its vector, in batches (`citewise migrate`: vectors are copied, never re-made)."""
+    def export(self, batch_size: int = 1000) -> Iterator[tuple[list[Chunk], np.ndarray, list[np.ndarray | None]]]:
+        """Every stored chunk with its vector and sentence vectors, in batches (`citewise migrate`: vectors are
+        copied, never re-made)."""
         if self._reads is None:
             return
-        rows = self._reads.scan([*_CHUNK_COLUMNS, "vector"])
+        rows = self._reads.scan([*_CHUNK_COLUMNS, "vector", *self._sentence_column()])
         for batch in rows.to_batches(max_chunksize=batch_size):
             part = pa.Table.from_batches([batch])
             chunks = [Chunk(**row) for row in part.select(_CHUNK_COLUMNS).to_pylist()]
-            yield chunks, _vector_matrix(part)
+            vectors = _vector_matrix(part)
+            yield chunks, vectors, _sentence_matrices(part, vectors.shape[1])
 
     def chunks(self, where: str | None = None) -> list[Chunk]:
         """Every chunk matching `where`, in document order (inspection and tests; not a search)."""

@@ -1,7 +1,9 @@
 """PostgreSQL with pgvector: the scale-out engine behind the same `VectorStore` protocol as LanceDB.
 
 - Vectors in a `vector(dim)` column with an HNSW index (cosine); the column is typed to the embedding model's
-  dimension, and the index built, by the first write.
+  dimension, and the index built, by the first write. Each chunk's sentence vectors (`store.dense_score`) sit
+  next to it in `sentence_vectors` (bytea, `store.pack_sentences`; NULL for rows written before them): the HNSW
+  scan finds the nearest chunks by their own vector, and `dense` re-ranks those by their best sentence too.
 - The lexical side is a generated `tsvector` (`citewise_lexemes(search_text)`: LanceDB's tokenizer rules, English
   stemming and stop words) with a GIN index, ranked by BM25 in SQL: term frequencies come from the tsvector's
   positions, document frequencies from `citewise_lexemes`, a table every write keeps current in its own
@@ -11,8 +13,8 @@
   HNSW scan is iterative (pgvector 0.8), so a selective filter still fills the candidate list.
 - Every write is one transaction: the batch's rows, the stale rows it replaces, the document frequencies and the
   version row change together, so a reader sees the old or the new version, never a gap.
-- Two-phase reads like LanceDB's: searches return ids and scores (BM25 hits also vectors); `fetch` reads full
-  rows for the few returned. Fusion stays in the retriever, so both engines rank the same way.
+- Two-phase reads like LanceDB's: searches return ids and scores (BM25 hits also vectors and sentence vectors);
+  `fetch` reads full rows for the few returned. Fusion stays in the retriever, so both engines rank the same way.
 
 Writers are serialised by the database's advisory write lock (state/locks.py), as LanceDB's are by the home's file
 lock; the primary key on chunk_id makes a duplicate chunk impossible even for a writer that skipped the lock.
@@ -27,7 +29,7 @@ from typing import Any
 import numpy as np
 
 from citewise.errors import IndexMismatchError, RetrievalError
-from citewise.index.store import Hit, chunk_counts, search_text
+from citewise.index.store import Hit, chunk_counts, dense_score, pack_sentences, search_text, unpack_sentences
 from citewise.settings import PostgresSettings
 from citewise.state.database import Database
 from citewise.types import Chunk
@@ -48,8 +50,8 @@ _CHUNK_COLUMNS = [
     "content_hash",
 ]
 _INSERT = (
-    f"INSERT INTO chunks ({', '.join(_CHUNK_COLUMNS)}, search_text, embedding) "
-    f"VALUES ({', '.join('%s' for _ in _CHUNK_COLUMNS)}, %s, %b)"
+    f"INSERT INTO chunks ({', '.join(_CHUNK_COLUMNS)}, search_text, embedding, sentence_vectors) "
+    f"VALUES ({', '.join('%s' for _ in _CHUNK_COLUMNS)}, %s, %b, %b)"
 )
 # BM25 as LanceDB (tantivy) computes it.
 K1, B = 1.2, 0.75
@@ -99,15 +101,28 @@ class PostgresStore:
         self._dimension = dim
 
     # -- writes ------------------------------------------------------------------------------------------------
-    def replace_documents(self, doc_ids: Sequence[str], chunks: Sequence[Chunk], vectors: np.ndarray) -> None:
+    def replace_documents(
+        self,
+        doc_ids: Sequence[str],
+        chunks: Sequence[Chunk],
+        vectors: np.ndarray,
+        sentences: Sequence[np.ndarray | None] | None = None,
+    ) -> None:
         if doc_ids:
-            self.write_chunks(chunks, vectors, finished=chunk_counts(doc_ids, chunks))
+            self.write_chunks(chunks, vectors, finished=chunk_counts(doc_ids, chunks), sentences=sentences)
 
-    def write_chunks(self, chunks: Sequence[Chunk], vectors: np.ndarray, *, finished: Mapping[str, int]) -> None:
+    def write_chunks(
+        self,
+        chunks: Sequence[Chunk],
+        vectors: np.ndarray,
+        *,
+        finished: Mapping[str, int],
+        sentences: Sequence[np.ndarray | None] | None = None,
+    ) -> None:
         """One transaction: upsert `chunks` by chunk_id and, for each document in `finished` (doc_id → its chunk
         count), delete its rows past that count (all its other rows when every chunk of it is in this batch)."""
-        if len(chunks) != len(vectors):
-            raise ValueError("one vector per chunk")
+        if len(chunks) != len(vectors) or (sentences is not None and len(sentences) != len(chunks)):
+            raise ValueError("one vector (and one set of sentence vectors, when given) per chunk")
         in_batch: dict[str, int] = {}
         for chunk in chunks:
             in_batch[chunk.doc_id] = in_batch.get(chunk.doc_id, 0) + 1
@@ -137,8 +152,13 @@ class PostgresStore:
             added = added_length = 0
             if chunks:
                 rows = [
-                    [*(getattr(c, name) for name in _CHUNK_COLUMNS), search_text(c), np.asarray(v, dtype=np.float32)]
-                    for c, v in zip(chunks, vectors, strict=True)
+                    [
+                        *(getattr(c, name) for name in _CHUNK_COLUMNS),
+                        search_text(c),
+                        np.asarray(v, dtype=np.float32),
+                        pack_sentences(m),
+                    ]
+                    for c, v, m in zip(chunks, vectors, sentences or [None] * len(chunks), strict=True)
                 ]
                 with conn.cursor() as cursor:
                     cursor.executemany(_INSERT, rows)
@@ -162,15 +182,19 @@ class PostgresStore:
         if doc_ids:
             self.write_chunks([], np.zeros((0, 1), dtype=np.float32), finished=dict.fromkeys(doc_ids, 0))
 
-    def vectors_by_hash(self, doc_ids: Sequence[str], *, hashes: Sequence[str] | None = None) -> dict[str, np.ndarray]:
+    def vectors_by_hash(
+        self, doc_ids: Sequence[str], *, hashes: Sequence[str] | None = None
+    ) -> dict[str, tuple[np.ndarray, np.ndarray | None]]:
         if not doc_ids or (hashes is not None and not hashes):
             return {}
-        sql, params = "SELECT content_hash, embedding FROM chunks WHERE doc_id = ANY(%s)", [list(doc_ids)]
+        sql = "SELECT content_hash, embedding, sentence_vectors FROM chunks WHERE doc_id = ANY(%s)"
+        params = [list(doc_ids)]
         if hashes is not None:  # one batch of a big document: read only the vectors it can use
             sql += " AND content_hash = ANY(%s)"
             params.append(sorted(set(hashes)))
         with self._db.transaction() as conn, conn.cursor(binary=True) as cursor:
-            return {content_hash: vector for content_hash, vector in cursor.execute(sql, params)}
+            rows = cursor.execute(sql, params).fetchall()
+        return {h: (vector, unpack_sentences(blob, len(vector))) for h, vector, blob in rows}
 
     # -- checks and repairs (citewise doctor) ------------------------------------------------------------------
     def chunk_rows(self) -> list[tuple[str, str]]:
@@ -192,24 +216,28 @@ class PostgresStore:
         query = np.asarray(vector, dtype=np.float32)
         ef_search = min(1000, max(self._settings.hnsw_ef_search, 2 * limit))
         sql = (
-            "SELECT chunk_id, embedding <=> %(q)b FROM chunks"
+            "SELECT chunk_id, embedding <=> %(q)b, sentence_vectors FROM chunks"
             + (f" WHERE {_literal(where)}" if where else "")
             + " ORDER BY embedding <=> %(q)b LIMIT %(limit)s"
         )
         try:
-            with self._db.transaction() as conn:
-                conn.execute(
+            with self._db.transaction() as conn, conn.cursor(binary=True) as cursor:
+                cursor.execute(
                     "SELECT set_config('hnsw.ef_search', %s, true), set_config('hnsw.iterative_scan', "
                     "'relaxed_order', true)",
                     (str(ef_search),),
                 )
-                rows = conn.execute(sql, {"q": query, "limit": limit}).fetchall()
+                rows = cursor.execute(sql, {"q": query, "limit": limit}).fetchall()
         except RetrievalError:
             raise
         except Exception as exc:
             raise RetrievalError(f"Vector search failed: {exc}") from exc
-        hits = [Hit(chunk_id, dense=1.0 - float(distance)) for chunk_id, distance in rows]
-        # Relaxed order: the iterative scan may return neighbours slightly out of order; exact distances re-sort.
+        hits = [
+            Hit(chunk_id, dense=dense_score(1.0 - float(distance), unpack_sentences(blob, len(query)), query))
+            for chunk_id, distance, blob in rows
+        ]
+        # The best sentence moves a chunk among its neighbours (and the iterative scan's relaxed order may return
+        # them slightly out of order anyway): the final scores re-sort.
         hits.sort(key=lambda h: (-h.dense, h.chunk_id))
         return hits
 
@@ -251,7 +279,7 @@ class PostgresStore:
                         ORDER BY score DESC, c.chunk_id
                         LIMIT %(limit)s
                     )
-                    SELECT s.chunk_id, s.score{", c.embedding" if with_vectors else ""}
+                    SELECT s.chunk_id, s.score{", c.embedding, c.sentence_vectors" if with_vectors else ""}
                     FROM scored s{" JOIN chunks c USING (chunk_id)" if with_vectors else ""}
                     ORDER BY s.score DESC, s.chunk_id
                 """
@@ -263,7 +291,10 @@ class PostgresStore:
         except Exception as exc:
             raise RetrievalError(f"Full-text search failed: {exc}") from exc
         if with_vectors:
-            return [Hit(row[0], lexical=float(row[1]), vector=row[2]) for row in rows]
+            return [
+                Hit(row[0], lexical=float(row[1]), vector=row[2], sentences=unpack_sentences(row[3], len(row[2])))
+                for row in rows
+            ]
         return [Hit(row[0], lexical=float(row[1])) for row in rows]
 
     def fetch(self, chunk_ids: Sequence[str], where: str | None = None) -> dict[str, Chunk]:

@@ -19,7 +19,7 @@ import numpy as np
 
 from citewise.errors import RetrievalError, ValidationError
 from citewise.index.knowledge_base import KnowledgeBase
-from citewise.index.store import Hit, VectorStore, build_where
+from citewise.index.store import Hit, VectorStore, build_where, dense_score
 from citewise.index.vocabulary import VocabularyView
 from citewise.text import identifier_tokens
 from citewise.types import Chunk, Owner, RankingProfile, RetrievalMode, ScoredChunk, SearchResult
@@ -333,10 +333,11 @@ class Retriever:
         if lexical is None:
             return dense, _profile(dense, [])
         lexical_hits = lexical.result()
-        if lexical_hits:  # every candidate needs its cosine for the gate: one matrix product for all BM25 hits
+        if lexical_hits:  # every candidate needs its dense score for the gate: one matrix product for all BM25 hits
             cosines = np.vstack([h.vector for h in lexical_hits]) @ vector
             for hit, cosine in zip(lexical_hits, cosines, strict=True):
-                hit.dense, hit.vector = float(cosine), None
+                hit.dense = dense_score(float(cosine), hit.sentences, vector)
+                hit.vector = hit.sentences = None
         fused = reciprocal_rank_fusion(
             [dense, lexical_hits], k=self.settings.rrf_k, weights=[1.0, self.settings.lexical_weight]
         )

@@ -13,7 +13,7 @@ from typing import Protocol
 import numpy as np
 
 from citewise.errors import ValidationError
-from citewise.text import identifier_tokens
+from citewise.text import identifier_tokens, split_sentences
 from citewise.types import Chunk, Owner
 
 # Metadata a caller may filter on. A fixed list, because field names are spliced into the filter expression.
@@ -26,19 +26,75 @@ class Hit:
 
     chunk_id: str
     score: float | None = None  # what orders the list: fused RRF score, cosine (dense) or BM25 (lexical)
-    dense: float | None = None  # cosine similarity to the query
+    dense: float | None = None  # similarity to the query: `dense_score`
     lexical: float | None = None  # BM25 score
     vector: np.ndarray | None = None  # the chunk's vector, when asked for (BM25 hits need their cosine)
+    sentences: np.ndarray | None = None  # its sentences' vectors, asked for with `vector` (see `dense_score`)
 
 
 def search_text(chunk: Chunk) -> str:
     """What the full-text index sees of a chunk: its title, heading path and text, the section's own heading once
     more (most documentation questions name the section that answers them, so a heading word counts twice), and
     the compact form of every multi-part identifier in it (`CITEWISE_API_KEYS` also as `citewiseapikeys`), so a
-    question naming an identifier exactly finds it ahead of passages that merely hold its parts."""
+    question naming an identifier exactly finds it ahead of passages that merely hold its parts. The embedder reads
+    the same text."""
+    return "\n".join(_search_parts(chunk))
+
+
+def _search_parts(chunk: Chunk) -> list[str]:
     section = chunk.chapter.rsplit(" > ", 1)[-1].strip() if chunk.chapter else ""
     parts = [chunk.title, chunk.chapter, section, chunk.text, " ".join(identifier_tokens(chunk.text))]
-    return "\n".join(part for part in parts if part)
+    return [part for part in parts if part]
+
+
+# A sentence of fewer words ("Example:", "Yes.") says too little to be scored on its own.
+MIN_SENTENCE_WORDS = 3
+
+
+@dataclass(frozen=True, slots=True)
+class SentenceSpans:
+    """Where, in `search_text(chunk)`, the headings end and each sentence of the chunk's text lies ([start, end)
+    character offsets): what the embedder pools one vector per sentence over (see `dense_score`)."""
+
+    headings_end: int
+    sentences: tuple[tuple[int, int], ...]
+
+
+def sentence_spans(chunk: Chunk) -> SentenceSpans:
+    parts = _search_parts(chunk)
+    base = 0
+    for part in parts:
+        if part == chunk.text:
+            break
+        base += len(part) + 1
+    spans = tuple(
+        (base + start, base + end)
+        for start, end in split_sentences(chunk.text)
+        if len(chunk.text[start:end].split()) >= MIN_SENTENCE_WORDS
+    )
+    return SentenceSpans(headings_end=base, sentences=spans)
+
+
+def dense_score(cosine: float, sentences: np.ndarray | None, query: np.ndarray) -> float:
+    """A chunk's dense score: the mean of its own cosine and its best sentence's. A chunk vector averages every
+    sentence, so a chunk that answers in one sentence and then lists ten features scores like a feature list;
+    its answering sentence, pooled from the same model run with the headings (late chunking), does not. On the
+    fitted docs sets this put the answering chunk first 1-6 points more often (BENCHMARKS.md). A chunk without
+    sentence vectors (an index built before them, a backend that can't pool them) keeps its cosine."""
+    if sentences is None or not len(sentences):
+        return cosine
+    return (cosine + float(np.max(sentences @ query))) / 2
+
+
+def pack_sentences(vectors: np.ndarray | None) -> bytes | None:
+    """Sentence vectors as stored: float16, row after row (half the bytes; a cosine moves by about 0.001)."""
+    return None if vectors is None else np.ascontiguousarray(vectors, dtype="<f2").tobytes()
+
+
+def unpack_sentences(blob: bytes | None, dim: int) -> np.ndarray | None:
+    if blob is None:
+        return None
+    return np.frombuffer(blob, dtype="<f2").reshape(-1, dim).astype(np.float32)
 
 
 class VectorStore(Protocol):
@@ -49,24 +105,42 @@ class VectorStore(Protocol):
     def refresh(self) -> None:
         """See commits made by other processes."""
 
-    def replace_documents(self, doc_ids: Sequence[str], chunks: Sequence[Chunk], vectors: np.ndarray) -> None:
+    def replace_documents(
+        self,
+        doc_ids: Sequence[str],
+        chunks: Sequence[Chunk],
+        vectors: np.ndarray,
+        sentences: Sequence[np.ndarray | None] | None = None,
+    ) -> None:
         """Atomically make `chunks` the only chunks of `doc_ids` (one commit: readers see old or new, never none)."""
 
-    def write_chunks(self, chunks: Sequence[Chunk], vectors: np.ndarray, *, finished: Mapping[str, int]) -> None:
+    def write_chunks(
+        self,
+        chunks: Sequence[Chunk],
+        vectors: np.ndarray,
+        *,
+        finished: Mapping[str, int],
+        sentences: Sequence[np.ndarray | None] | None = None,
+    ) -> None:
         """One commit: upsert `chunks` by chunk_id, and drop the rows of each `finished` document (doc_id → chunk
-        count) past its count. A big document is written by several calls; only its last one finishes it."""
+        count) past its count. A big document is written by several calls; only its last one finishes it.
+        `sentences` holds each chunk's sentence vectors (None: not computed; an empty matrix: no sentence)."""
 
     def delete_documents(self, doc_ids: Sequence[str]) -> None: ...
 
-    def vectors_by_hash(self, doc_ids: Sequence[str], *, hashes: Sequence[str] | None = None) -> dict[str, np.ndarray]:
-        """content_hash → stored vector for the chunks of these documents (reused when a file changes), only for
-        `hashes` when given."""
+    def vectors_by_hash(
+        self, doc_ids: Sequence[str], *, hashes: Sequence[str] | None = None
+    ) -> dict[str, tuple[np.ndarray, np.ndarray | None]]:
+        """content_hash → (vector, sentence vectors or None) stored for the chunks of these documents (reused when
+        a file changes), only for `hashes` when given."""
 
     def dense(self, vector: np.ndarray, limit: int, where: str | None) -> list[Hit]:
-        """Nearest chunks by cosine similarity, best first, with `where` applied before the search."""
+        """The `limit` chunks nearest by cosine, prefiltered by `where`, ordered by their `dense_score` (best
+        first, ties by chunk id), which is also each hit's `dense`."""
 
     def lexical(self, text: str, limit: int, where: str | None, *, with_vectors: bool = False) -> list[Hit]:
-        """Full-text (BM25) hits, best first, prefiltered; `with_vectors` also returns each hit's vector."""
+        """Full-text (BM25) hits, best first, prefiltered; `with_vectors` also returns each hit's vector and
+        sentence vectors."""
 
     def fetch(self, chunk_ids: Sequence[str], where: str | None = None) -> dict[str, Chunk]:
         """Full rows of these chunks (ids no longer present, or outside `where`, are simply missing)."""

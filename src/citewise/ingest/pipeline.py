@@ -107,19 +107,23 @@ class _Doc:
     committed: bool = False
 
 
+_Stored = tuple[np.ndarray, "np.ndarray | None"]
+
+
 @dataclass
 class _Batch:
     """Chunks waiting for one commit, possibly from several documents and possibly part of one."""
 
     docs: list[_Doc] = field(default_factory=list)  # in order of first chunk in this batch
     chunks: list[Chunk] = field(default_factory=list)
-    vectors: list[np.ndarray | None] = field(default_factory=list)
+    # Each chunk's (vector, sentence vectors) when reused from the store; None until embedded.
+    vectors: list[_Stored | None] = field(default_factory=list)
 
     @property
     def to_embed(self) -> int:
         return sum(v is None for v in self.vectors)
 
-    def add(self, doc: _Doc, chunks: list[Chunk], vectors: list[np.ndarray | None]) -> None:
+    def add(self, doc: _Doc, chunks: list[Chunk], vectors: list[_Stored | None]) -> None:
         if not self.docs or self.docs[-1] is not doc:
             self.docs.append(doc)
         self.chunks += chunks
@@ -445,33 +449,43 @@ class Ingestor:
         doc.complete = True
         yield part
 
-    def _stored_vectors(self, doc: _Doc, chunks: list[Chunk]) -> list[np.ndarray | None]:
+    def _stored_vectors(self, doc: _Doc, chunks: list[Chunk]) -> list[_Stored | None]:
         if doc.job.doc_id not in self._known and not doc.committed:
             return [None] * len(chunks)
         known = self.kb.store.vectors_by_hash([doc.job.doc_id], hashes=[c.content_hash for c in chunks])
+        if self.kb.pools_sentences:
+            # A chunk stored before sentence vectors existed is embedded again, so the first ingest after an
+            # upgrade brings the whole index up to date.
+            known = {h: stored for h, stored in known.items() if stored[1] is not None}
         return [known.get(c.content_hash) for c in chunks]
 
     def _commit(self, batch: _Batch, report: IngestReport) -> None:
         if not batch.chunks:
             return
-        missing = [(i, search_text(batch.chunks[i])) for i, v in enumerate(batch.vectors) if v is None]
+        missing = [(i, len(search_text(batch.chunks[i]))) for i, v in enumerate(batch.vectors) if v is None]
         # A batch of texts costs its longest member times its size, so the embedder sorts what it is given by
         # length. Handing it only one model batch at a time would leave nothing to sort: give it several, of
         # roughly similar length (characters here; it sorts by tokens within), and report progress per call.
-        missing.sort(key=lambda item: len(item[1]))
+        missing.sort(key=lambda item: item[1])
         size = max(_TEXTS_PER_CALL, self.settings.ingest.embed_batch_size)
         embedded = report.chunks_embedded
         for start in range(0, len(missing), size):
             if self._should_stop():  # checked per embedder call: a server shutdown waits for one call, not a batch
                 raise _Interrupted
             part = missing[start : start + size]
-            vectors = self.kb.embed_documents([text for _, text in part])
-            for (i, _), vector in zip(part, vectors, strict=True):
-                batch.vectors[i] = vector
+            vectors, sentences = self.kb.embed_chunks([batch.chunks[i] for i, _ in part])
+            for (i, _), vector, matrix in zip(part, vectors, sentences, strict=True):
+                batch.vectors[i] = (vector, matrix)
             report.chunks_embedded += len(part)
             self.progress("embed", report.chunks_embedded, embedded + len(missing))
         finished = {d.job.doc_id: d.made for d in batch.docs if d.complete}
-        self.kb.store.write_chunks(batch.chunks, np.vstack(batch.vectors), finished=finished)
+        stored = [pair for pair in batch.vectors if pair is not None]
+        self.kb.store.write_chunks(
+            batch.chunks,
+            np.vstack([vector for vector, _ in stored]),
+            finished=finished,
+            sentences=[matrix for _, matrix in stored],
+        )
         report.commits += 1
         report.chunks_total += len(batch.chunks)
         report.chunks_reused += len(batch.chunks) - len(missing)

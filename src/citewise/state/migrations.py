@@ -1,6 +1,6 @@
 """The PostgreSQL schema as an ordered list of migrations: `citewise db upgrade` (or the first process to connect,
 with `postgres.auto_upgrade`) applies the ones a database has not seen, each in its own transaction, and records
-it in `citewise_schema`. Never edit a released migration: add the next one (the next table would be number 5;
+it in `citewise_schema`. Never edit a released migration: add the next one (the next table would be number 6;
 a new field of `DocumentRecord` is a new column of `documents`, which the registry's tests catch when missing).
 
 The chunks' vector column is created without a dimension: the first write types it to the embedding model's
@@ -249,6 +249,16 @@ CREATE TABLE removed_sources (
     name        text PRIMARY KEY,
     removed_at  text NOT NULL
 );
+""",
+    ),
+    Migration(
+        5,
+        "each chunk's sentence vectors",
+        """
+-- index/postgres_store.py: one vector per sentence of the chunk (store.dense_score), float16 row after row. NULL for
+-- the rows already there: they keep their cosine alone until their chunks are embedded again. A nullable column
+-- without a default, so adding it rewrites no row.
+ALTER TABLE chunks ADD COLUMN sentence_vectors bytea;
 """,
     ),
 )
