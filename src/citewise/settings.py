@@ -94,7 +94,8 @@ class RetrievalSettings(BaseModel):
         ge=-1.0,
         le=1.0,
         description=(
-            "Minimum cosine similarity between query and chunk. When no retrieved chunk reaches it the result is "
+            "Minimum similarity (dense score: the mean of the chunk's cosine and its best sentence's) between "
+            "query and chunk. When no retrieved chunk reaches it the result is "
             "flagged empty. In lexical mode (no vectors) a result is empty only when nothing matched."
         ),
     )
@@ -103,8 +104,8 @@ class RetrievalSettings(BaseModel):
         ge=-1.0,
         le=1.0,
         description=(
-            "Minimum cosine similarity for a chunk the full-text (BM25) search matched as well: short questions sit "
-            "far from every passage in vector space while their words still find the right one."
+            "Minimum similarity (dense score) for a chunk the full-text (BM25) search matched as well: short "
+            "questions sit far from every passage in vector space while their words still find the right one."
         ),
     )
     candidates: int = Field(50, ge=10, le=1000, description="Candidates fetched per side before fusion.")

@@ -40,12 +40,25 @@ class EmbedOnce:
         self.name = embedder.name
         self._documents: dict[str, np.ndarray] = {}
         self._queries: dict[str, np.ndarray] = {}
+        self._pooled: dict[str, tuple[np.ndarray, np.ndarray | None]] = {}
 
     def embed_documents(self, texts: Sequence[str]) -> np.ndarray:
         missing = list(dict.fromkeys(t for t in texts if t not in self._documents))
         if missing:
             self._documents.update(zip(missing, self.inner.embed_documents(missing), strict=True))
         return np.vstack([self._documents[t] for t in texts])
+
+    @property
+    def makes_sentences(self) -> bool:
+        return self.inner.makes_sentences
+
+    def embed_with_sentences(self, texts: Sequence[str], spans) -> tuple[np.ndarray, list[np.ndarray | None]]:
+        missing = [i for i, t in enumerate(texts) if t not in self._pooled]
+        if missing:
+            pooled = self.inner.embed_with_sentences([texts[i] for i in missing], [spans[i] for i in missing])
+            vectors, sentences = pooled
+            self._pooled.update((texts[i], (v, m)) for i, v, m in zip(missing, vectors, sentences, strict=True))
+        return np.vstack([self._pooled[t][0] for t in texts]), [self._pooled[t][1] for t in texts]
 
     def embed_query(self, text: str) -> np.ndarray:
         if text not in self._queries:

@@ -6,13 +6,17 @@ dimensions keep the store tests' geometry exact; the rest runs the real model.
 
 from __future__ import annotations
 
+import json
 import math
+import shutil
+from pathlib import Path
 
 import lancedb
 import numpy as np
 import psycopg
 import pytest
 
+from citewise.index.embeddings import BUNDLED_MODEL, OnnxEmbedder, resolve_local_model
 from citewise.index.lancedb_store import SENTENCES, TABLE, LanceStore
 from citewise.index.postgres_store import PostgresStore
 from citewise.index.retriever import Retriever
@@ -216,3 +220,21 @@ def test_a_changed_file_keeps_the_sentence_vectors_of_its_unchanged_chunks(kb, t
     [kept] = set(before) & set(after)
     np.testing.assert_array_equal(after[kept][1], before[kept][1])
     assert all(sentences is not None and len(sentences) for _, sentences in after.values())
+
+
+def test_only_a_mean_pooling_model_makes_sentence_vectors(tmp_path, settings, make_kb):
+    """A span has no CLS token of its own: a CLS-pooling model makes none, and says so before it is loaded, so the
+    ingest keeps reusing its stored vectors (a stored vector without sentences is re-embedded only when the
+    embedder would make them)."""
+    bundled = Path(resolve_local_model(BUNDLED_MODEL))
+    cls_model = tmp_path / "cls-model"
+    shutil.copytree(bundled, cls_model, ignore=shutil.ignore_patterns("model.safetensors"))
+    pooling = json.loads((cls_model / "1_Pooling" / "config.json").read_text())
+    pooling.update(pooling_mode_cls_token=True, pooling_mode_mean_tokens=False)
+    (cls_model / "1_Pooling" / "config.json").write_text(json.dumps(pooling))
+
+    cls = OnnxEmbedder("local:cls", str(cls_model), tmp_path / "models", quantize=False)
+    assert not cls.makes_sentences and cls.load_count == 0
+    mean = OnnxEmbedder("local:mean", BUNDLED_MODEL, tmp_path / "models", quantize=False)
+    assert mean.makes_sentences and mean.load_count == 0
+    assert make_kb(settings).pools_sentences  # the bundled model, on the default backend

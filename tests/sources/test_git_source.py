@@ -8,6 +8,7 @@ import shutil
 import subprocess
 from pathlib import Path
 
+import numpy as np
 import pytest
 from tests.sources.conftest import source_settings
 
@@ -154,6 +155,29 @@ def test_a_tag_pins_the_content(repo, tmp_path, make_kb):
     assert answer.citations[0].source_url == "https://docs.example.com/intro#ports-and-protocols"
     again = sync_source(kb, "handbook")
     assert (again.added, again.updated, again.removed) == (0, 0, 0)
+
+
+def test_a_change_of_ingest_settings_rereads_every_file(repo, tmp_path, make_kb, monkeypatch):
+    """As for `citewise ingest`: files synced before sentence vectors (or under other chunking) are read again on
+    the next sync, though their blobs are unchanged, and come back with sentence vectors."""
+    settings = source_settings(tmp_path / "home", handbook=SourceSpec(url=str(repo), include=("docs/**/*.md",)))
+    monkeypatch.setattr(type(settings), "ingest_fingerprint", lambda self: "before sentence vectors")
+    kb = make_kb(settings)
+    assert sync_source(kb, "handbook").added == 3
+    doc_ids = [r.doc_id for r in _by_path(kb, "handbook").values()]
+    chunks, stored = kb.store.chunks(None), kb.store.vectors_by_hash(doc_ids)
+    # Their chunks as a Citewise before sentence vectors wrote them: the vectors alone.
+    kb.store.write_chunks(chunks, np.vstack([stored[c.content_hash][0] for c in chunks]), finished={})
+    assert all(sentences is None for _, sentences in kb.store.vectors_by_hash(doc_ids).values())
+    monkeypatch.undo()
+
+    report = sync_source(kb, "handbook")
+
+    assert report.ok, report.error
+    assert (report.added, report.updated, report.removed, report.unchanged) == (0, 3, 0, 0)
+    assert all(sentences is not None for _, sentences in kb.store.vectors_by_hash(doc_ids).values())
+    again = sync_source(kb, "handbook")
+    assert (again.updated, again.unchanged, again.chunks_embedded) == (0, 3, 0)
 
 
 def test_a_missing_ref_fails_and_changes_nothing(repo, tmp_path, make_kb):

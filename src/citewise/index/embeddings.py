@@ -132,6 +132,7 @@ class OnnxEmbedder:
         self._quantize = quantize
         self._batch_size = batch_size
         self._session = None
+        self._pooling: str | None = None  # "mean" or "cls", from the model's config (`_pipeline`)
         self._lock = threading.Lock()
         self.load_count = 0
 
@@ -289,13 +290,22 @@ class OnnxEmbedder:
     def embed_query(self, text: str) -> np.ndarray:
         return self._encode([text])[0]
 
+    @property
+    def makes_sentences(self) -> bool:
+        """Whether `embed_with_sentences` pools sentence vectors: only for a model that mean-pools its tokens (a
+        span has no CLS token of its own). Read from the model's config, without loading it."""
+        if self._pooling is None:
+            self._pooling = self._pipeline(Path(resolve_local_model(self._model_ref)))[0]
+        return self._pooling == "mean"
+
     def embed_with_sentences(
         self, texts: Sequence[str], spans: Sequence[SentenceSpans]
     ) -> tuple[np.ndarray, list[np.ndarray | None]]:
         """Each text's vector, as `embed_documents` makes it, and a vector per sentence pooled from the same model
         run ("late chunking"): the mean of the headings' and the sentence's token vectors, so each sentence is read
-        in its context at no extra model cost. A sentence cut off by the model's input limit gets none; a model
-        that pools its CLS token gets no sentence vectors at all (None), since a span has no CLS token of its own."""
+        in its context at no extra model cost. A sentence past the model's input limit gets none (one cut by it is
+        pooled from the part that fits); a model that pools its CLS token makes none at all (None: see
+        `makes_sentences`)."""
         if not texts:
             return np.zeros((0, 0), dtype=np.float32), []
         self._load()

@@ -121,18 +121,20 @@ class KnowledgeBase:
 
     @property
     def pools_sentences(self) -> bool:
-        """Whether the embedder makes sentence vectors (`embed_chunks`): the bundled ONNX one does; torch and
-        vendor embedders don't, and their chunks are scored by their own cosine alone."""
-        return hasattr(self.embedder, "embed_with_sentences")
+        """Whether the embedder makes sentence vectors (`embed_chunks`): the ONNX one does for a mean-pooling model
+        such as the bundled one; torch and vendor embedders don't, and their chunks keep their own cosine."""
+        return bool(getattr(self.embedder, "makes_sentences", False))
 
-    def embed_chunks(self, chunks: list[Chunk]) -> tuple[np.ndarray, list[np.ndarray | None]]:
-        """Each chunk's vector (of its `search_text`) and, where the embedder can pool them, its sentences'."""
+    def embed_chunks(self, chunks: list[Chunk], *, scratch: bool = False) -> tuple[np.ndarray, list[np.ndarray | None]]:
+        """Each chunk's vector (of its `search_text`) and, where the embedder can pool them, its sentences'.
+        `scratch`: for a store other than the index (the selected-text search), unchecked against its manifest."""
         texts = [search_text(chunk) for chunk in chunks]
         if self.pools_sentences:
             vectors, sentences = self.embedder.embed_with_sentences(texts, [sentence_spans(c) for c in chunks])
         else:
             vectors, sentences = self.embedder.embed_documents(texts), [None] * len(chunks)
-        self._check_dimension(vectors.shape[1])
+        if not scratch:
+            self._check_dimension(vectors.shape[1])
         return vectors, sentences
 
     def embed_query(self, text: str) -> np.ndarray:

@@ -32,6 +32,7 @@ def search_selected(
     doc_id = make_doc_id("selected-text:" + hashlib.sha256(text.encode()).hexdigest())
     chunks = make_chunks(doc, kb.settings.ingest, doc_id=doc_id, filename=SELECTION_FILENAME)
     store = kb.scratch_store()
-    store.replace_documents([doc_id], chunks, kb.embedder.embed_documents([c.text for c in chunks]))
+    # Embedded as the index's chunks are (headings, sentence vectors), so the same minimum score means the same.
+    store.replace_documents([doc_id], chunks, *kb.embed_chunks(chunks, scratch=True))
     store.optimize()
     return retriever.search_in(store, query, top_k, mode=mode)

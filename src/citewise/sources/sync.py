@@ -248,7 +248,9 @@ def _sync_git(kb, ingestor, name, spec, state, report) -> None:
 def _sync_git_snapshot(kb, ingestor, name, spec, state, report, repo: GitRepository) -> None:
     snapshot = repo.snapshot()
     report.revision = snapshot.commit
-    layout = repo.layout(snapshot)
+    # The ingest fingerprint too: a change of chunking or of what is stored per chunk (sentence vectors) re-reads
+    # every file, as it does for `citewise ingest`; unchanged chunks still reuse their vectors.
+    layout = f"{repo.layout(snapshot)}\0{kb.settings.ingest_fingerprint()}"
     known = state.documents(name)
     rows: dict[str, SourceDocument] = {}
     docs: list[ParsedDocument] = []
