@@ -52,6 +52,13 @@ class IngestSettings(BaseModel):
     base_url: str | None = Field(
         None, description="Base URL of the published docs; a chunk's source_url is base_url + its relative path."
     )
+    sentence_vectors: bool = Field(
+        True,
+        description=(
+            "Store a vector per sentence beside each chunk's, pooled from the same model run, and score a chunk with "
+            "its best sentence too (two to three times the vector storage; off: chunk vectors alone)."
+        ),
+    )
     globs: tuple[str, ...] = Field(DEFAULT_GLOBS, description="File patterns ingested when a directory is given.")
     max_file_mb: float = Field(50.0, gt=0, description="Files larger than this fail with a clear error.")
     embed_batch_size: int = Field(
@@ -759,8 +766,8 @@ class Settings(BaseSettings):
             "max_block_chars": self.ingest.max_block_chars,
             "base_url": self.ingest.base_url,
             "chunker": 2,  # bump when chunking or what the full-text index sees (store.search_text) changes
-            # 2: sentence vectors beside each chunk's (store.dense_score); an index built before them is re-embedded
-            # by its next ingest (vectors without sentences are not reused when the embedder makes them).
-            "vectors": 2,
+            # Sentence vectors beside each chunk's (store.dense_score): an index built before them, or with them
+            # turned off, is re-processed by its next ingest (see `KnowledgeBase.pools_sentences`).
+            "vectors": 2 if self.ingest.sentence_vectors else 1,
         }
         return hashlib.sha256(json.dumps(relevant, sort_keys=True).encode()).hexdigest()[:16]

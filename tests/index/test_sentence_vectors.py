@@ -238,3 +238,20 @@ def test_only_a_mean_pooling_model_makes_sentence_vectors(tmp_path, settings, ma
     mean = OnnxEmbedder("local:mean", BUNDLED_MODEL, tmp_path / "models", quantize=False)
     assert mean.makes_sentences and mean.load_count == 0
     assert make_kb(settings).pools_sentences  # the bundled model, on the default backend
+
+
+def test_sentence_vectors_can_be_turned_off_and_on_again(settings, make_kb, corpus):
+    def stored(kb):
+        return kb.store.vectors_by_hash([r.doc_id for r in kb.registry.list()]).values()
+
+    off = settings.model_copy(update={"ingest": settings.ingest.model_copy(update={"sentence_vectors": False})})
+    first = Ingestor(make_kb(off)).ingest_paths([corpus])
+    assert all(sentences is None for _, sentences in stored(make_kb(off)))
+
+    on = Ingestor(make_kb(settings)).ingest_paths([corpus])
+    assert on.unchanged == 0 and on.chunks_embedded == first.chunks_total  # pooled only from a model run
+    assert all(sentences is not None for _, sentences in stored(make_kb(settings)))
+
+    again = Ingestor(make_kb(off)).ingest_paths([corpus])
+    assert again.unchanged == 0 and again.chunks_embedded == 0  # the vectors are kept, the sentences dropped
+    assert all(sentences is None for _, sentences in stored(make_kb(off)))

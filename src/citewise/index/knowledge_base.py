@@ -121,9 +121,10 @@ class KnowledgeBase:
 
     @property
     def pools_sentences(self) -> bool:
-        """Whether the embedder makes sentence vectors (`embed_chunks`): the ONNX one does for a mean-pooling model
-        such as the bundled one; torch and vendor embedders don't, and their chunks keep their own cosine."""
-        return bool(getattr(self.embedder, "makes_sentences", False))
+        """Whether chunks get sentence vectors (`embed_chunks`): with `ingest.sentence_vectors` on (the default) and
+        an embedder that makes them, as the ONNX one does for a mean-pooling model such as the bundled one; torch
+        and vendor embedders don't, and their chunks keep their own cosine."""
+        return self.settings.ingest.sentence_vectors and bool(getattr(self.embedder, "makes_sentences", False))
 
     def embed_chunks(self, chunks: list[Chunk], *, scratch: bool = False) -> tuple[np.ndarray, list[np.ndarray | None]]:
         """Each chunk's vector (of its `search_text`) and, where the embedder can pool them, its sentences'.

@@ -457,6 +457,8 @@ class Ingestor:
             # A chunk stored before sentence vectors existed is embedded again, so the first ingest after an
             # upgrade brings the whole index up to date.
             known = {h: stored for h, stored in known.items() if stored[1] is not None}
+        else:  # turned off (`ingest.sentence_vectors`): a chunk written again keeps its vector alone
+            known = {h: (vector, None) for h, (vector, _) in known.items()}
         return [known.get(c.content_hash) for c in chunks]
 
     def _commit(self, batch: _Batch, report: IngestReport) -> None:
