@@ -20,7 +20,15 @@ from citewise.index.embeddings import BUNDLED_MODEL, OnnxEmbedder, resolve_local
 from citewise.index.lancedb_store import SENTENCES, TABLE, LanceStore
 from citewise.index.postgres_store import PostgresStore
 from citewise.index.retriever import Retriever
-from citewise.index.store import build_where, search_text, sentence_spans
+from citewise.index.store import (
+    build_where,
+    dense_score,
+    dense_scores,
+    pack_sentences,
+    search_text,
+    sentence_spans,
+    unpack_sentences,
+)
 from citewise.ingest.pipeline import Ingestor
 from citewise.settings import Settings
 from citewise.state import database as database_module
@@ -255,3 +263,15 @@ def test_sentence_vectors_can_be_turned_off_and_on_again(settings, make_kb, corp
     again = Ingestor(make_kb(off)).ingest_paths([corpus])
     assert again.unchanged == 0 and again.chunks_embedded == 0  # the vectors are kept, the sentences dropped
     assert all(sentences is None for _, sentences in stored(make_kb(off)))
+
+
+def test_many_chunks_are_scored_at_once_as_each_alone():
+    rng = np.random.default_rng(7)
+    query = rng.normal(size=DIM).astype(np.float32)
+    query /= np.linalg.norm(query)
+    matrices = [rng.normal(size=(n, DIM)).astype(np.float32) for n in (3, 1, 0, 5)] + [None]
+    cosines = [0.4, 0.1, 0.3, -0.2, 0.5]
+    blobs = [pack_sentences(m) for m in matrices]
+    alone = [dense_score(c, unpack_sentences(b, DIM), query) for c, b in zip(cosines, blobs, strict=True)]
+    assert dense_scores(cosines, blobs, query) == pytest.approx(alone, abs=1e-6)
+    assert dense_scores(cosines, [None] * 5, query) == cosines

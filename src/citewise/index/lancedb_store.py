@@ -38,7 +38,7 @@ from citewise.errors import CitewiseError, HomeBusyError, RetrievalError
 from citewise.index.store import (
     Hit,
     chunk_counts,
-    dense_score,
+    dense_scores,
     in_list,
     pack_sentences,
     search_text,
@@ -539,12 +539,10 @@ class LanceStore:
         except Exception as exc:
             raise RetrievalError(f"Vector search failed: {_said(exc)}") from exc
         ids = rows.column("chunk_id").to_pylist()
-        distances = rows.column("_distance").to_numpy()
-        sentences = _sentence_matrices(rows, len(vector))
-        hits = [
-            Hit(chunk_id, dense=dense_score(1.0 - float(d), m, vector))
-            for chunk_id, d, m in zip(ids, distances, sentences, strict=True)
-        ]
+        cosines = 1.0 - rows.column("_distance").to_numpy()
+        blobs = rows.column(SENTENCES).to_pylist() if SENTENCES in rows.column_names else [None] * len(ids)
+        scores = dense_scores(cosines, blobs, vector)
+        hits = [Hit(chunk_id, dense=score) for chunk_id, score in zip(ids, scores, strict=True)]
         hits.sort(key=lambda h: (-h.dense, h.chunk_id))
         return hits
 

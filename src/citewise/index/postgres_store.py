@@ -29,7 +29,7 @@ from typing import Any
 import numpy as np
 
 from citewise.errors import IndexMismatchError, RetrievalError
-from citewise.index.store import Hit, chunk_counts, dense_score, pack_sentences, search_text, unpack_sentences
+from citewise.index.store import Hit, chunk_counts, dense_scores, pack_sentences, search_text, unpack_sentences
 from citewise.settings import PostgresSettings
 from citewise.state.database import Database
 from citewise.types import Chunk
@@ -232,10 +232,8 @@ class PostgresStore:
             raise
         except Exception as exc:
             raise RetrievalError(f"Vector search failed: {exc}") from exc
-        hits = [
-            Hit(chunk_id, dense=dense_score(1.0 - float(distance), unpack_sentences(blob, len(query)), query))
-            for chunk_id, distance, blob in rows
-        ]
+        scores = dense_scores([1.0 - float(distance) for _, distance, _ in rows], [blob for *_, blob in rows], query)
+        hits = [Hit(chunk_id, dense=score) for (chunk_id, _, _), score in zip(rows, scores, strict=True)]
         # The best sentence moves a chunk among its neighbours (and the iterative scan's relaxed order may return
         # them slightly out of order anyway): the final scores re-sort.
         hits.sort(key=lambda h: (-h.dense, h.chunk_id))
