@@ -47,6 +47,7 @@ bench: install
 	$(BIN)/python bench/bench_latency.py
 	$(BIN)/python bench/fit_quote_ranker.py
 	$(BIN)/python bench/fit_quote_decision.py --rerun
+	$(BIN)/python bench/bench_sentences.py
 	$(BIN)/python bench/clapnq_answers.py
 	$(BIN)/python bench/bench_load.py
 	$(BIN)/python bench/bench_startup.py
