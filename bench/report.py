@@ -651,12 +651,12 @@ def sentence_section(r: dict | None) -> list[str]:
         rows.append(f"| {name} | {how} | {f['questions']} | {f['chunks']} | {pairs} | {mrr} |")
     return [
         *lines,
-        "`bench/bench_sentences.py`: where the first chunk holding an expected string ranks in what quote mode "
-        "searches (hybrid, the question's first part, 50 candidates per side), each chunk scored by its cosine "
-        "alone → by the mean of its cosine and its best sentence's (`store.dense_score`; sentence vectors pooled "
-        "from the chunk's own model run at ingest). The mean and the pooling were chosen on the four sets marked "
-        "fitted on (the quote models are fitted on them too); the judged sets were first measured here. Questions "
-        "whose expected strings no chunk holds are left out.",
+        "`bench/bench_sentences.py`: where the first chunk holding an expected string ranks in the search "
+        "quote mode runs for a question's first part (hybrid, `retrieval.candidates` per side), each chunk "
+        "scored by its cosine alone → by the mean of its cosine and its best sentence's (`store.dense_score`;"
+        " sentence vectors pooled from the chunk's own model run at ingest). The mean and the pooling were "
+        "chosen on the four sets marked fitted on (the quote models are fitted on them too); the judged sets "
+        "were first measured here. Questions whose expected strings no chunk holds are left out.",
         "",
         "| Set | Role | Questions | Chunks | hit@1 | hit@3 | hit@5 | MRR@10 |",
         "|---|---|---:|---:|---:|---:|---:|---:|",

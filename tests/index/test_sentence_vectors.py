@@ -16,7 +16,9 @@ import numpy as np
 import psycopg
 import pytest
 
+from citewise.errors import ConfigError
 from citewise.index.embeddings import BUNDLED_MODEL, OnnxEmbedder, resolve_local_model
+from citewise.index.knowledge_base import KnowledgeBase
 from citewise.index.lancedb_store import SENTENCES, TABLE, LanceStore
 from citewise.index.postgres_store import PostgresStore
 from citewise.index.retriever import Retriever
@@ -34,7 +36,7 @@ from citewise.settings import Settings
 from citewise.state import database as database_module
 from citewise.state.database import Database
 from citewise.state.migrations import LATEST, MIGRATIONS
-from citewise.types import Chunk
+from citewise.types import Chunk, DocStatus
 
 DIM = 4
 E0, E1, E2, E3 = np.eye(DIM, dtype=np.float32)
@@ -275,3 +277,22 @@ def test_many_chunks_are_scored_at_once_as_each_alone():
     alone = [dense_score(c, unpack_sentences(b, DIM), query) for c, b in zip(cosines, blobs, strict=True)]
     assert dense_scores(cosines, blobs, query) == pytest.approx(alone, abs=1e-6)
     assert dense_scores(cosines, [None] * 5, query) == cosines
+
+
+def test_a_model_that_is_gone_stops_the_ingest_before_it_changes_anything(settings, make_kb, tmp_path):
+    """Whether chunks get sentence vectors is read from the model's config. A model folder that was moved away
+    stops the run with its error, as the embedding would; it never fails (and empties) the edited documents."""
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    (docs / "a.md").write_text("# Alpha\n\nThe alpha service listens on port 7301.\n")
+    Ingestor(make_kb(settings)).ingest_paths([docs])
+    before = make_kb(settings).store.chunks(None)
+    (docs / "a.md").write_text("# Alpha\n\nThe alpha service listens on port 9911.\n")
+
+    moved = OnnxEmbedder(settings.embeddings, str(tmp_path / "moved-model"), tmp_path / "models", quantize=False)
+    with pytest.raises(ConfigError, match="model folder on disk"):
+        Ingestor(KnowledgeBase(settings, embedder=moved)).ingest_paths([docs])
+
+    kb = make_kb(settings)
+    assert kb.store.chunks(None) == before
+    assert [r.status for r in kb.registry.list()] == [DocStatus.INDEXED]

@@ -90,6 +90,8 @@ def dense_score(cosine: float, sentences: np.ndarray | None, query: np.ndarray) 
 def dense_scores(cosines: Sequence[float], blobs: Sequence[bytes | None], query: np.ndarray) -> list[float]:
     """`dense_score` of many chunks from their stored sentence vectors (`pack_sentences`), in one matrix product:
     a deep ranking (an evaluation's thousand candidates) pays for one product, not for a thousand."""
+    if len(cosines) != len(blobs):
+        raise ValueError("one set of sentence vectors (or None) per cosine")
     scores = [float(cosine) for cosine in cosines]
     stored = [(i, blob) for i, blob in enumerate(blobs) if blob]  # None: none stored; b"": no sentence
     if not stored:

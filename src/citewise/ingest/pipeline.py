@@ -214,6 +214,7 @@ class Ingestor:
         self._should_stop = should_stop or (lambda: False)
         self._fingerprint = self.settings.ingest_fingerprint()
         self._known: set[str] = set()  # doc ids the registry had when this run started
+        self._pools_sentences = False  # whether chunks get sentence vectors: set per run (`_run`)
 
     # -- entry points ------------------------------------------------------------------------------------------
     def ingest_paths(
@@ -387,6 +388,9 @@ class Ingestor:
         if not todo:
             return report
         self._check_owners(todo, records)
+        # Asked once, before anything changes: it reads the model's config, and a model that is gone must stop the
+        # run here, not fail (and empty) each document it meets.
+        self._pools_sentences = self.kb.pools_sentences
 
         registry.upsert(self._record(job, DocStatus.PENDING) for job in todo)
         try:
@@ -453,7 +457,7 @@ class Ingestor:
         if doc.job.doc_id not in self._known and not doc.committed:
             return [None] * len(chunks)
         known = self.kb.store.vectors_by_hash([doc.job.doc_id], hashes=[c.content_hash for c in chunks])
-        if self.kb.pools_sentences:
+        if self._pools_sentences:
             # A chunk stored before sentence vectors existed is embedded again, so the first ingest after an
             # upgrade brings the whole index up to date.
             known = {h: stored for h, stored in known.items() if stored[1] is not None}
