@@ -1,4 +1,4 @@
-"""Where the answering chunk ranks with and without sentence vectors (`citewise.index.store.dense_score`), on every
+"""Where the answering chunk ranks with and without sentence vectors (`citewise.index.store.dense_scores`), on every
 docs set of bench/quote_data.py, fitted on or judged alike (nothing here is fitted).
 
     .venv/bin/python bench/bench_sentences.py [--set NAME ...]
@@ -8,7 +8,7 @@ sets judge an answer: case- and space-folded) in the ranking quote mode searches
 (`citewise.quote.split_parts`), spelled as the search corrects it, `retrieval.candidates` fetched per side and the
 first ten fused read. "Without" is the same index and code
 with each chunk scored by its cosine alone, as an index built before sentence vectors (or by an embedder that makes
-none) is: `dense_score` is swapped for the cosine where the stores and the retriever call it. Questions whose
+none) is: `dense_scores` is swapped for the cosines where the stores and the retriever call it. Questions whose
 expected strings no chunk holds are counted apart. Writes bench/results/sentence_ranking.json.
 """
 
@@ -35,18 +35,14 @@ CALLERS = (lancedb_store, postgres_store, retriever)
 @contextlib.contextmanager
 def cosine_only() -> Iterator[None]:
     """Score every chunk by its own cosine, as before sentence vectors."""
-    names = ("dense_score", "dense_scores")
-    saved = [(module, name, getattr(module, name)) for module in CALLERS for name in names if hasattr(module, name)]
-    for module, name, _ in saved:
-        if name == "dense_score":
-            module.dense_score = lambda cosine, sentences, query: cosine
-        else:
-            module.dense_scores = lambda cosines, blobs, query: [float(c) for c in cosines]
+    saved = [module.dense_scores for module in CALLERS]
+    for module in CALLERS:
+        module.dense_scores = lambda cosines, blobs, query: [float(c) for c in cosines]
     try:
         yield
     finally:
-        for module, name, original in saved:
-            setattr(module, name, original)
+        for module, original in zip(CALLERS, saved, strict=True):
+            module.dense_scores = original
 
 
 def figures(ranks: list[int]) -> dict[str, float]:

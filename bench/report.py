@@ -653,7 +653,7 @@ def sentence_section(r: dict | None) -> list[str]:
         *lines,
         "`bench/bench_sentences.py`: where the first chunk holding an expected string ranks in the search "
         "quote mode runs for a question's first part (hybrid, `retrieval.candidates` per side), each chunk "
-        "scored by its cosine alone → by the mean of its cosine and its best sentence's (`store.dense_score`;"
+        "scored by its cosine alone → by the mean of its cosine and its best sentence's (`store.dense_scores`;"
         " sentence vectors pooled from the chunk's own model run at ingest). The mean and the pooling were "
         "chosen on the four sets marked fitted on (the quote models are fitted on them too); the judged sets "
         "were first measured here. Questions whose expected strings no chunk holds are left out.",

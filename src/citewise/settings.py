@@ -766,7 +766,7 @@ class Settings(BaseSettings):
             "max_block_chars": self.ingest.max_block_chars,
             "base_url": self.ingest.base_url,
             "chunker": 2,  # bump when chunking or what the full-text index sees (store.search_text) changes
-            # Sentence vectors beside each chunk's (store.dense_score): an index built before them, or with them
+            # Sentence vectors beside each chunk's (store.dense_scores): an index built before them, or with them
             # turned off, is re-processed by its next ingest (see `KnowledgeBase.pools_sentences`).
             "vectors": 2 if self.ingest.sentence_vectors else 1,
         }

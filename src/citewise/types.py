@@ -177,7 +177,7 @@ class Chunk(_Model):
 
 class ScoredChunk(Chunk):
     """A chunk as retrieval returns it. `score` is the fused score that ordered the results; `dense_score` is its
-    similarity to the query, the mean of the chunk's cosine and its best sentence's (`store.dense_score`; None in
+    similarity to the query, the mean of the chunk's cosine and its best sentence's (`store.dense_scores`; None in
     lexical mode), the figure the minimum-score gate uses."""
 
     score: float

@@ -1,4 +1,4 @@
-"""Sentence vectors (`store.dense_score`): where each sentence lies in what the model reads, a vector per sentence
+"""Sentence vectors (`store.dense_scores`): where each sentence lies in what the model reads, a vector per sentence
 from the chunk's own model run, both engines storing and ranking by them, and indexes built before them (LanceDB
 and PostgreSQL) read as they were and brought up to date by the next ingest. Hand-made unit vectors in 4
 dimensions keep the store tests' geometry exact; the rest runs the real model.
@@ -24,7 +24,6 @@ from citewise.index.postgres_store import PostgresStore
 from citewise.index.retriever import Retriever
 from citewise.index.store import (
     build_where,
-    dense_score,
     dense_scores,
     pack_sentences,
     search_text,
@@ -138,7 +137,7 @@ def test_sentence_vectors_come_back_with_their_chunk(store):
 
     store.optimize()  # LanceDB's full-text search needs its index made once
     hits = {h.chunk_id: h for h in store.lexical("kestrels", 5, build_where(None), with_vectors=True)}
-    np.testing.assert_allclose(hits["pooled-0"].sentences, pooled, atol=HALF)
+    np.testing.assert_allclose(unpack_sentences(hits["pooled-0"].sentences, DIM), pooled, atol=HALF)
     assert hits["unpooled-0"].sentences is None
     assert store.lexical("kestrels", 5, build_where(None))[0].sentences is None  # asked for with the vectors only
 
@@ -274,7 +273,12 @@ def test_many_chunks_are_scored_at_once_as_each_alone():
     matrices = [rng.normal(size=(n, DIM)).astype(np.float32) for n in (3, 1, 0, 5)] + [None]
     cosines = [0.4, 0.1, 0.3, -0.2, 0.5]
     blobs = [pack_sentences(m) for m in matrices]
-    alone = [dense_score(c, unpack_sentences(b, DIM), query) for c, b in zip(cosines, blobs, strict=True)]
+    # Each alone, by the definition: the mean of the cosine and the best sentence's; the cosine without sentences.
+    stored = [unpack_sentences(b, DIM) for b in blobs]
+    alone = [
+        c if m is None or not len(m) else (c + float(np.max(m @ query))) / 2
+        for c, m in zip(cosines, stored, strict=True)
+    ]
     assert dense_scores(cosines, blobs, query) == pytest.approx(alone, abs=1e-6)
     assert dense_scores(cosines, [None] * 5, query) == cosines
 

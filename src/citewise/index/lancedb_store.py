@@ -73,7 +73,7 @@ _META_FIELDS = [
     ("content_hash", pa.string()),
 ]
 _CHUNK_COLUMNS = [name for name, _ in _META_FIELDS if name != "search_text"]
-# Each sentence's vector (`store.dense_score`), float16 row after row; null in a table written before them, until
+# Each sentence's vector (`store.dense_scores`), float16 row after row; null in a table written before them, until
 # the next ingest re-embeds its chunks.
 SENTENCES = "sentence_vectors"
 
@@ -140,11 +140,16 @@ def _vector_matrix(rows: pa.Table) -> np.ndarray:
     return column.flatten().to_numpy().reshape(len(column), -1).astype(np.float32, copy=False)
 
 
-def _sentence_matrices(rows: pa.Table, dim: int) -> list[np.ndarray | None]:
-    """Each row's sentence vectors; all None when the table predates them."""
+def _sentence_blobs(rows: pa.Table) -> list[bytes | None]:
+    """Each row's sentence vectors as stored; all None when they were not read (a table from before them)."""
     if SENTENCES not in rows.column_names:
         return [None] * rows.num_rows
-    return [unpack_sentences(blob, dim) for blob in rows.column(SENTENCES).to_pylist()]
+    return rows.column(SENTENCES).to_pylist()
+
+
+def _sentence_matrices(rows: pa.Table, dim: int) -> list[np.ndarray | None]:
+    """Each row's sentence vectors, unpacked."""
+    return [unpack_sentences(blob, dim) for blob in _sentence_blobs(rows)]
 
 
 class _Reads(Protocol):
@@ -540,8 +545,7 @@ class LanceStore:
             raise RetrievalError(f"Vector search failed: {_said(exc)}") from exc
         ids = rows.column("chunk_id").to_pylist()
         cosines = 1.0 - rows.column("_distance").to_numpy()
-        blobs = rows.column(SENTENCES).to_pylist() if SENTENCES in rows.column_names else [None] * len(ids)
-        scores = dense_scores(cosines, blobs, vector)
+        scores = dense_scores(cosines, _sentence_blobs(rows), vector)
         hits = [Hit(chunk_id, dense=score) for chunk_id, score in zip(ids, scores, strict=True)]
         hits.sort(key=lambda h: (-h.dense, h.chunk_id))
         return hits
@@ -557,9 +561,7 @@ class LanceStore:
         ids = rows.column("chunk_id").to_pylist()
         scores = rows.column("_score").to_numpy()
         vectors = _vector_matrix(rows) if with_vectors and ids else [None] * len(ids)
-        sentences = (
-            _sentence_matrices(rows, vectors.shape[1]) if with_vectors and ids else [None] * len(ids)  # type: ignore[union-attr]
-        )
+        sentences = _sentence_blobs(rows)
         hits = [
             Hit(chunk_id, lexical=float(s), vector=v, sentences=m)
             for chunk_id, s, v, m in zip(ids, scores, vectors, sentences, strict=True)

@@ -1,7 +1,7 @@
 """PostgreSQL with pgvector: the scale-out engine behind the same `VectorStore` protocol as LanceDB.
 
 - Vectors in a `vector(dim)` column with an HNSW index (cosine); the column is typed to the embedding model's
-  dimension, and the index built, by the first write. Each chunk's sentence vectors (`store.dense_score`) sit
+  dimension, and the index built, by the first write. Each chunk's sentence vectors (`store.dense_scores`) sit
   next to it in `sentence_vectors` (bytea, `store.pack_sentences`; NULL for rows written before them): the HNSW
   scan finds the nearest chunks by their own vector, and `dense` re-ranks those by their best sentence too.
 - The lexical side is a generated `tsvector` (`citewise_lexemes(search_text)`: LanceDB's tokenizer rules, English
@@ -289,10 +289,7 @@ class PostgresStore:
         except Exception as exc:
             raise RetrievalError(f"Full-text search failed: {exc}") from exc
         if with_vectors:
-            return [
-                Hit(row[0], lexical=float(row[1]), vector=row[2], sentences=unpack_sentences(row[3], len(row[2])))
-                for row in rows
-            ]
+            return [Hit(row[0], lexical=float(row[1]), vector=row[2], sentences=row[3]) for row in rows]
         return [Hit(row[0], lexical=float(row[1])) for row in rows]
 
     def fetch(self, chunk_ids: Sequence[str], where: str | None = None) -> dict[str, Chunk]:

@@ -19,7 +19,7 @@ import numpy as np
 
 from citewise.errors import RetrievalError, ValidationError
 from citewise.index.knowledge_base import KnowledgeBase
-from citewise.index.store import Hit, VectorStore, build_where, dense_score
+from citewise.index.store import Hit, VectorStore, build_where, dense_scores
 from citewise.index.vocabulary import VocabularyView
 from citewise.text import identifier_tokens
 from citewise.types import Chunk, Owner, RankingProfile, RetrievalMode, ScoredChunk, SearchResult
@@ -335,9 +335,9 @@ class Retriever:
         lexical_hits = lexical.result()
         if lexical_hits:  # every candidate needs its dense score for the gate: one matrix product for all BM25 hits
             cosines = np.vstack([h.vector for h in lexical_hits]) @ vector
-            for hit, cosine in zip(lexical_hits, cosines, strict=True):
-                hit.dense = dense_score(float(cosine), hit.sentences, vector)
-                hit.vector = hit.sentences = None
+            scores = dense_scores(cosines, [h.sentences for h in lexical_hits], vector)
+            for hit, score in zip(lexical_hits, scores, strict=True):
+                hit.dense, hit.vector, hit.sentences = score, None, None
         fused = reciprocal_rank_fusion(
             [dense, lexical_hits], k=self.settings.rrf_k, weights=[1.0, self.settings.lexical_weight]
         )

@@ -26,10 +26,10 @@ class Hit:
 
     chunk_id: str
     score: float | None = None  # what orders the list: fused RRF score, cosine (dense) or BM25 (lexical)
-    dense: float | None = None  # similarity to the query: `dense_score`
+    dense: float | None = None  # similarity to the query: see `dense_scores`
     lexical: float | None = None  # BM25 score
-    vector: np.ndarray | None = None  # the chunk's vector, when asked for (BM25 hits need their cosine)
-    sentences: np.ndarray | None = None  # its sentences' vectors, asked for with `vector` (see `dense_score`)
+    vector: np.ndarray | None = None  # the chunk's vector, when asked for (BM25 hits need their dense score)
+    sentences: bytes | None = None  # its sentences' vectors as stored (`pack_sentences`), asked for with `vector`
 
 
 def search_text(chunk: Chunk) -> str:
@@ -54,7 +54,7 @@ MIN_SENTENCE_WORDS = 3
 @dataclass(frozen=True, slots=True)
 class SentenceSpans:
     """Where, in `search_text(chunk)`, the headings end and each sentence of the chunk's text lies ([start, end)
-    character offsets): what the embedder pools one vector per sentence over (see `dense_score`)."""
+    character offsets): what the embedder pools one vector per sentence over (see `dense_scores`)."""
 
     headings_end: int
     sentences: tuple[tuple[int, int], ...]
@@ -75,21 +75,15 @@ def sentence_spans(chunk: Chunk) -> SentenceSpans:
     return SentenceSpans(headings_end=base, sentences=spans)
 
 
-def dense_score(cosine: float, sentences: np.ndarray | None, query: np.ndarray) -> float:
-    """A chunk's dense score: the mean of its own cosine and its best sentence's. A chunk vector averages every
-    sentence, so a chunk that answers in one sentence and then lists ten features scores like a feature list;
-    its answering sentence, pooled from the same model run with the headings (late chunking), does not. On the
-    fitted docs sets this put the answering chunk first 1-6 points more often; on the judged ones ranks barely
-    moved (BENCHMARKS.md). A chunk without sentence vectors (an index built before them or with them turned off,
-    a backend that can't pool them) keeps its cosine."""
-    if sentences is None or not len(sentences):
-        return cosine
-    return (cosine + float(np.max(sentences @ query))) / 2
-
-
 def dense_scores(cosines: Sequence[float], blobs: Sequence[bytes | None], query: np.ndarray) -> list[float]:
-    """`dense_score` of many chunks from their stored sentence vectors (`pack_sentences`), in one matrix product:
-    a deep ranking (an evaluation's thousand candidates) pays for one product, not for a thousand."""
+    """Each chunk's dense score, from its cosine and its stored sentence vectors (`pack_sentences`): the mean of
+    its own cosine and its best sentence's. A chunk vector averages every sentence, so a chunk that answers in one
+    sentence and then lists ten features scores like a feature list; its answering sentence, pooled from the same
+    model run with the headings (late chunking), does not. On the fitted docs sets this put the answering chunk
+    first 1-6 points more often; on the judged ones ranks barely moved (BENCHMARKS.md). A chunk without sentence
+    vectors (an index built before them or with them turned off, a backend that can't pool them) keeps its cosine.
+    One matrix product for all of them: a deep ranking (an evaluation's thousand candidates) pays for one, not for
+    a thousand."""
     if len(cosines) != len(blobs):
         raise ValueError("one set of sentence vectors (or None) per cosine")
     scores = [float(cosine) for cosine in cosines]
@@ -153,7 +147,7 @@ class VectorStore(Protocol):
         a file changes), only for `hashes` when given."""
 
     def dense(self, vector: np.ndarray, limit: int, where: str | None) -> list[Hit]:
-        """The `limit` chunks nearest by cosine, prefiltered by `where`, ordered by their `dense_score` (best
+        """The `limit` chunks nearest by cosine, prefiltered by `where`, ordered by their `dense_scores` (best
         first, ties by chunk id), which is also each hit's `dense`."""
 
     def lexical(self, text: str, limit: int, where: str | None, *, with_vectors: bool = False) -> list[Hit]:

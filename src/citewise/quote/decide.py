@@ -62,7 +62,7 @@ class Signals:
     rare_lead: float  # share of the question's rare words (in at most 2% of chunks) the lead sentence holds
     anchors_lead: float  # share of the question's anchors the lead sentence holds (1 without anchors)
     unknown: float  # share of the question's weight in words no chunk of the corpus holds
-    dense_best: float  # dense score (cosine with the best sentence's, `store.dense_score`) of the best opened passage
+    dense_best: float  # dense score (cosine with the best sentence's, `store.dense_scores`) of the best opened passage
     dense_margin: float  # that score minus the mean score of the question's other candidates
     dense_z: float  # the same margin in standard deviations of the candidates' scores
     agreement: float  # 1 when the best passage is near the top of both the vector and the full-text ranking

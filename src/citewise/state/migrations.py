@@ -255,7 +255,7 @@ CREATE TABLE removed_sources (
         5,
         "each chunk's sentence vectors",
         """
--- index/postgres_store.py: one vector per sentence of the chunk (store.dense_score), float16 row after row. NULL for
+-- index/postgres_store.py: one vector per sentence of the chunk (store.dense_scores), float16 row after row. NULL for
 -- the rows already there: they keep their cosine alone until their chunks are embedded again. A nullable column
 -- without a default, so adding it rewrites no row.
 ALTER TABLE chunks ADD COLUMN sentence_vectors bytea;
