@@ -246,7 +246,10 @@ class OnnxEmbedder:
 
     def _run_batch(self, token_ids: list[list[int]]) -> np.ndarray:
         """Pad one batch to its longest member, run the model, pool."""
-        hidden, mask = self._hidden(token_ids)
+        return self._pool(*self._hidden(token_ids))
+
+    def _pool(self, hidden: np.ndarray, mask: np.ndarray) -> np.ndarray:
+        """One vector per text of a batch, as the model's config pools and normalises them."""
         if self._pooling == "cls":
             pooled = hidden[:, 0]
         else:
@@ -272,20 +275,7 @@ class OnnxEmbedder:
     def embed_documents(self, texts: Sequence[str]) -> np.ndarray:
         if not texts:
             return np.zeros((0, 0), dtype=np.float32)
-        self._load()
-        # Tokenize once, then batch texts of similar *token* count: a batch costs its longest member times its
-        # size (attention: squared), so sorting keeps the padding small. Characters are a poor proxy here (code
-        # and prose differ about 2x in characters per token). Order is restored after.
-        token_ids = [e.ids for e in self._tokenizer.encode_batch(list(texts))]
-        order = sorted(range(len(texts)), key=lambda i: len(token_ids[i]))
-        out = None
-        for start in range(0, len(order), self._batch_size):
-            batch = order[start : start + self._batch_size]
-            vectors = self._run_batch([token_ids[i] for i in batch])
-            if out is None:
-                out = np.empty((len(texts), vectors.shape[1]), dtype=np.float32)
-            out[batch] = vectors
-        return out
+        return self._embed(list(texts), None)[0]
 
     def embed_query(self, text: str) -> np.ndarray:
         return self._encode([text])[0]
@@ -308,26 +298,29 @@ class OnnxEmbedder:
         `makes_sentences`)."""
         if not texts:
             return np.zeros((0, 0), dtype=np.float32), []
+        return self._embed(list(texts), spans)
+
+    def _embed(
+        self, texts: list[str], spans: Sequence[SentenceSpans] | None
+    ) -> tuple[np.ndarray, list[np.ndarray | None]]:
         self._load()
-        encodings = self._tokenizer.encode_batch(list(texts))
+        # Tokenize once, then batch texts of similar *token* count: a batch costs its longest member times its
+        # size (attention: squared), so sorting keeps the padding small. Characters are a poor proxy here (code
+        # and prose differ about 2x in characters per token). Order is restored after.
+        encodings = self._tokenizer.encode_batch(texts)
         order = sorted(range(len(texts)), key=lambda i: len(encodings[i].ids))
         out = None
         sentences: list[np.ndarray | None] = [None] * len(texts)
         for start in range(0, len(order), self._batch_size):
             batch = order[start : start + self._batch_size]
             hidden, mask = self._hidden([encodings[i].ids for i in batch])
-            weights = mask[..., None].astype(np.float32)
-            pooled = (hidden * weights).sum(axis=1) / np.clip(weights.sum(axis=1), 1e-9, None)
-            if self._pooling == "cls":
-                pooled = hidden[:, 0]
-            vectors = _normalise(pooled) if self._normalize else pooled.astype(np.float32)
+            vectors = self._pool(hidden, mask)
             if out is None:
                 out = np.empty((len(texts), vectors.shape[1]), dtype=np.float32)
             out[batch] = vectors
-            if self._pooling != "mean":
-                continue
-            for row, i in enumerate(batch):
-                sentences[i] = _pool_sentences(hidden[row], encodings[i], spans[i])
+            if spans is not None and self._pooling == "mean":
+                for row, i in enumerate(batch):
+                    sentences[i] = _pool_sentences(hidden[row], encodings[i], spans[i])
         return out, sentences
 
 
