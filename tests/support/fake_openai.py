@@ -1,8 +1,13 @@
-"""A real OpenAI-compatible chat-completions server on loopback, for testing vendor paths end to end.
+"""A real OpenAI-compatible server on loopback, for testing vendor paths end to end.
 
 `FakeOpenAI` serves `POST /v1/chat/completions` over HTTP/1.1 with keep-alive (the standard library's
 ThreadingHTTPServer), streaming (`"stream": true`: SSE chunks, chunked transfer encoding) and not, with tool calls.
 Point `langchain-openai` at it with `llm="openai:<any name>"`, `llm_base_url=server.url`, any API key.
+
+It also serves `POST /v1/embeddings` (`embeddings="openai:<any name>"`, `embeddings_base_url=server.url`): each
+input text gets a hashed bag-of-words vector of `EMBEDDING_DIM` numbers, so texts sharing words are near each other
+and a small corpus can be searched. An input that is not a string (token ids, which langchain-openai sends when it
+tokenises for OpenAI's own models) is answered 400, as a server with another tokenizer should.
 
 What it answers:
 - replies queued with `script(...)` first, in order: a `Reply` (text and/or tool calls) or a `Fault` (an HTTP error
@@ -17,6 +22,7 @@ and connection reuse. Nothing here is a mock of Citewise: it is the vendor's sid
 
 from __future__ import annotations
 
+import hashlib
 import json
 import re
 import socket
@@ -30,6 +36,8 @@ from typing import Any
 PLAN_REPLY = '["Search the docs for the question", "Answer with citations"]'
 _PASSAGE_ONE = re.compile(r"^\[1\] [^\n]*\n(?P<text>.+?)(?:\n\n|\Z)", re.S | re.M)
 _SENTENCE = re.compile(r"(?<=[.!?])\s+")
+_WORD = re.compile(r"[a-z0-9]+")
+EMBEDDING_DIM = 64
 
 
 @dataclass
@@ -94,6 +102,15 @@ def agent_responder(body: dict[str, Any]) -> Reply:
     return Reply(text=f"{first} [1]")
 
 
+def bag_of_words(text: str) -> list[float]:
+    """The fake embedding: word counts hashed into EMBEDDING_DIM buckets, unit length (deterministic across runs)."""
+    vector = [0.0] * EMBEDDING_DIM
+    for word in _WORD.findall(text.lower()):
+        vector[int(hashlib.md5(word.encode()).hexdigest(), 16) % EMBEDDING_DIM] += 1.0
+    norm = sum(v * v for v in vector) ** 0.5
+    return [v / norm for v in vector] if norm else [1.0] + [0.0] * (EMBEDDING_DIM - 1)
+
+
 class FakeOpenAI:
     """An OpenAI-compatible HTTP/1.1 server on 127.0.0.1 (see the module docstring). Use as a context manager."""
 
@@ -125,6 +142,10 @@ class FakeOpenAI:
             self._script.extend(replies)
         return self
 
+    def clear_script(self) -> None:
+        with self._lock:
+            self._script.clear()
+
     @property
     def connections(self) -> int:
         """Distinct client connections seen (fewer than requests: keep-alive connections were reused)."""
@@ -136,6 +157,13 @@ class FakeOpenAI:
             if self._script:
                 return self._script.pop(0)
         return self.responder(body)
+
+    def next_embedding_fault(self, body: dict[str, Any], client: tuple[str, int]) -> Fault | None:
+        """A queued Fault for this embeddings request, if any (a queued Reply means "answer normally")."""
+        with self._lock:
+            self.requests.append(Recorded(time.monotonic(), body, client))
+            queued = self._script.pop(0) if self._script else None
+        return queued if isinstance(queued, Fault) else None
 
 
 class _Server(ThreadingHTTPServer):
@@ -154,13 +182,17 @@ def _handler_for(fake: FakeOpenAI) -> type[BaseHTTPRequestHandler]:
         def do_POST(self) -> None:
             length = int(self.headers.get("Content-Length") or 0)
             raw = self.rfile.read(length)
-            if not self.path.rstrip("/").endswith("/chat/completions"):
+            route = self.path.rstrip("/")
+            if not route.endswith(("/chat/completions", "/embeddings")):
                 self._json(404, {"error": {"message": f"no route {self.path}", "type": "not_found"}})
                 return
             try:
                 body = json.loads(raw)
             except ValueError:
                 self._json(400, {"error": {"message": "invalid JSON", "type": "invalid_request_error"}})
+                return
+            if route.endswith("/embeddings"):
+                self._embeddings(body)
                 return
             reply = fake.next_reply(body, self.client_address)
             if isinstance(reply, Fault) and reply.hang_s and reply.status is None and not reply.garbage:
@@ -172,6 +204,20 @@ def _handler_for(fake: FakeOpenAI) -> type[BaseHTTPRequestHandler]:
                 self._stream(body, reply)
             else:
                 self._json(200, _completion(body, reply))
+
+        def _embeddings(self, body: dict[str, Any]) -> None:
+            texts = body.get("input")
+            texts = [texts] if isinstance(texts, str) else texts
+            fault = fake.next_embedding_fault(body, self.client_address)
+            if fault is not None:
+                self._fault(fault, streamed=False)
+            elif not isinstance(texts, list) or not texts or not all(isinstance(t, str) for t in texts):
+                message = "input must be a string or a list of strings (this server has its own tokenizer)"
+                self._json(400, {"error": {"message": message, "type": "invalid_request_error"}})
+            else:
+                data = [{"object": "embedding", "index": i, "embedding": bag_of_words(t)} for i, t in enumerate(texts)]
+                usage = {"prompt_tokens": 1, "total_tokens": 1}
+                self._json(200, {"object": "list", "data": data, "model": body.get("model"), "usage": usage})
 
         def _json(self, status: int, payload: dict[str, Any], headers: dict[str, str] | None = None) -> None:
             data = json.dumps(payload).encode()

@@ -403,6 +403,7 @@ class _Vendor:
     package: str
     timeout_kwarg: str  # each SDK names its per-request timeout differently
     model_kwarg: str = "model"
+    options: tuple[tuple[str, object], ...] = ()  # fixed keyword arguments of the SDK's class
 
     def timeout(self, seconds: float) -> dict:
         if self.timeout_kwarg == "request_options":  # google: {"timeout": s} inside request_options
@@ -413,7 +414,18 @@ class _Vendor:
 
 
 _VENDORS = {
-    "openai": _Vendor("langchain_openai", "OpenAIEmbeddings", "openai", "langchain-openai", "timeout"),
+    # Texts go as text. By default langchain-openai tokenises them with OpenAI's tokenizer first, fetching its tables
+    # from a blob store nobody configured (offline, every call fails) and sending token ids that a self-hosted
+    # OpenAI-compatible server reads with its own, different tokenizer. That tokenising exists to split texts over
+    # the model's context; chunks are far shorter.
+    "openai": _Vendor(
+        "langchain_openai",
+        "OpenAIEmbeddings",
+        "openai",
+        "langchain-openai",
+        "timeout",
+        options=(("check_embedding_ctx_length", False),),
+    ),
     "google": _Vendor(
         "langchain_google_genai", "GoogleGenerativeAIEmbeddings", "google", "langchain-google-genai", "request_options"
     ),
@@ -468,7 +480,7 @@ def create_embedder(settings: Settings) -> Embedder:
         module = __import__(vendor.module, fromlist=[vendor.cls])
     except ImportError as exc:
         raise MissingExtraError(f"Embeddings provider {provider!r}", vendor.extra, vendor.package) from exc
-    kwargs = {vendor.model_kwarg: model, **vendor.timeout(settings.generation.embed_timeout_s)}
+    kwargs = {vendor.model_kwarg: model, **vendor.timeout(settings.generation.embed_timeout_s), **dict(vendor.options)}
     if settings.embeddings_base_url:
         kwargs["base_url"] = settings.embeddings_base_url
     try:

@@ -1,0 +1,74 @@
+"""A vendor's embeddings over real HTTP: an OpenAI-compatible server on loopback (HTTP/1.1, keep-alive).
+
+The documented way to use a self-hosted embedding model is `embeddings = "openai:<model>"` with
+`embeddings_base_url`. These tests ingest and search through that path, and take the server down in the middle of
+an ingest: nothing stored may be lost because the vendor failed.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from tests.support.fake_openai import EMBEDDING_DIM, FakeOpenAI
+from tests.support.settings import make_settings
+
+from citewise.index.knowledge_base import KnowledgeBase
+from citewise.index.retriever import Retriever
+from citewise.ingest.pipeline import Ingestor
+from citewise.types import make_doc_id
+
+PAGES = {
+    "heron.md": "# Herons\n\nThe heron timeout is 42 seconds and the heron queue holds nine jobs.\n",
+    "gannet.md": "# Gannets\n\nGannet replicas sync every hour over the gannet channel.\n",
+    "puffin.md": "# Puffins\n\nPuffin exports are written as parquet files in the puffin folder.\n",
+}
+
+
+@pytest.fixture
+def fake():
+    with FakeOpenAI() as server:
+        yield server
+
+
+def _kb(tmp_path: Path, fake: FakeOpenAI, monkeypatch, **ingest) -> KnowledgeBase:
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-anything-the-server-accepts")
+    settings = make_settings(
+        tmp_path / "home",
+        embeddings="openai:fake-embed",
+        embeddings_base_url=fake.url,
+        ingest={"commit_every": 1, **ingest},
+    )
+    return KnowledgeBase(settings)
+
+
+def _docs(tmp_path: Path, version: str = "") -> Path:
+    docs = tmp_path / "docs"
+    docs.mkdir(exist_ok=True)
+    for name, text in PAGES.items():
+        (docs / name).write_text(text + version)
+    return docs
+
+
+def _texts(kb: KnowledgeBase, name: str, docs: Path) -> list[str]:
+    doc_id = make_doc_id((docs / name).resolve().as_posix())
+    return [c.text for c in kb.store.chunks() if c.doc_id == doc_id]
+
+
+def test_an_openai_compatible_server_embeds_the_chunks_as_text_over_kept_alive_connections(tmp_path, fake, monkeypatch):
+    kb = _kb(tmp_path, fake, monkeypatch)
+    docs = _docs(tmp_path)
+    report = Ingestor(kb).ingest_paths([docs])
+    assert (report.indexed, report.failed) == (3, 0), report.failures
+
+    embedded = [r.body for r in fake.requests]
+    assert embedded and all(body["model"] == "fake-embed" for body in embedded)
+    # Raw text, not token ids from OpenAI's tokenizer: another server's model has its own (and fetching OpenAI's
+    # tokenizer tables would reach a host nobody configured).
+    assert all(isinstance(text, str) for body in embedded for text in body["input"])
+    assert kb.manifest.dimension == EMBEDDING_DIM
+
+    hits = Retriever(kb).search("How long is the heron timeout?", top_k=3).chunks
+    assert hits and "42 seconds" in hits[0].text
+    assert fake.connections < len(fake.requests)  # the client kept its connection open between calls
+
