@@ -10,13 +10,14 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from tests.support.fake_openai import EMBEDDING_DIM, FakeOpenAI
+from tests.support.fake_openai import EMBEDDING_DIM, FakeOpenAI, Fault, Reply
 from tests.support.settings import make_settings
 
+from citewise.errors import ProviderError
 from citewise.index.knowledge_base import KnowledgeBase
 from citewise.index.retriever import Retriever
 from citewise.ingest.pipeline import Ingestor
-from citewise.types import make_doc_id
+from citewise.types import DocStatus, make_doc_id
 
 PAGES = {
     "heron.md": "# Herons\n\nThe heron timeout is 42 seconds and the heron queue holds nine jobs.\n",
@@ -72,3 +73,26 @@ def test_an_openai_compatible_server_embeds_the_chunks_as_text_over_kept_alive_c
     assert hits and "42 seconds" in hits[0].text
     assert fake.connections < len(fake.requests)  # the client kept its connection open between calls
 
+
+def test_an_embedding_outage_mid_ingest_stops_the_run_and_keeps_what_was_stored(tmp_path, fake, monkeypatch):
+    kb = _kb(tmp_path, fake, monkeypatch)
+    docs = _docs(tmp_path)
+    assert Ingestor(kb).ingest_paths([docs]).indexed == 3
+
+    _docs(tmp_path, version="Revised in version two.\n")
+    # One batch (one document: commit_every is 1) embeds, then the server fails every call, retries included.
+    fake.script(Reply(), *[Fault(status=503)] * 30)
+    with pytest.raises(ProviderError, match="Embedding provider"):
+        Ingestor(kb).ingest_paths([docs])
+
+    records = {r.filename: r for r in kb.registry.list()}
+    assert not [r for r in records.values() if r.status == DocStatus.FAILED], "the vendor failed, not the files"
+    revised = [name for name in PAGES if any("version two" in t for t in _texts(kb, name, docs))]
+    kept = [name for name in PAGES if _texts(kb, name, docs) and name not in revised]
+    assert len(revised) == 1 and len(kept) == 2, (revised, kept)  # the others answer from their old text
+    assert all(records[name].status == DocStatus.PENDING for name in kept)
+
+    fake.clear_script()  # the server is back: the next run finishes the job
+    report = Ingestor(kb).ingest_paths([docs])
+    assert (report.unchanged, report.indexed, report.failed) == (1, 2, 0)
+    assert all(any("version two" in t for t in _texts(kb, name, docs)) for name in PAGES)

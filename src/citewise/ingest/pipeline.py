@@ -407,21 +407,28 @@ class Ingestor:
                 raise _Interrupted
             self.progress("parse", done, len(todo))
             doc = _Doc(job)
-            try:
-                for chunks in self._prepare(doc, size):
-                    vectors = self._stored_vectors(doc, chunks)
-                    batch.add(doc, chunks, vectors)
-                    # Commit after `size` chunks to embed, or four times that reused (a big document re-ingested
-                    # after a small edit embeds little): either way one batch bounds what is held in memory.
-                    if batch.to_embed >= size or len(batch.chunks) >= 4 * size:
-                        self._commit(batch, report)
-                        batch = _Batch()
-            except IngestError as exc:
-                self._fail(doc, batch, str(exc), report)
-            except _Interrupted:
-                raise
-            except Exception as exc:  # a parser bug must not sink the batch; the message still says which file
-                self._fail(doc, batch, f"{job.filename}: unexpected {type(exc).__name__}: {exc}", report)
+            parts = self._prepare(doc, size)
+            while True:
+                try:
+                    chunks = next(parts, None)
+                    if chunks is None:
+                        break
+                    batch.add(doc, chunks, self._stored_vectors(doc, chunks))
+                except IngestError as exc:
+                    self._fail(doc, batch, str(exc), report)
+                    break
+                except _Interrupted:
+                    raise
+                except Exception as exc:  # a parser bug must not sink the batch; the message still says which file
+                    self._fail(doc, batch, f"{job.filename}: unexpected {type(exc).__name__}: {exc}", report)
+                    break
+                # Commit after `size` chunks to embed, or four times that reused (a big document re-ingested after
+                # a small edit embeds little): either way one batch bounds what is held in memory. Outside the
+                # `try`: an embedder or store failure is not this file's, and stops the run as the last commit's
+                # does, this batch's documents PENDING with their stored chunks untouched for the next run.
+                if batch.to_embed >= size or len(batch.chunks) >= 4 * size:
+                    self._commit(batch, report)
+                    batch = _Batch()
         self._commit(batch, report)
 
     def _prepare(self, doc: _Doc, size: int) -> Iterator[list[Chunk]]:
