@@ -12,7 +12,7 @@ from citewise.agent.grounding import ground
 from citewise.agent.validator import validate_answer
 from citewise.quote import Part, QuoteAnswer, analyse, answer, question_focus
 from citewise.quote import answer as quote_answer
-from citewise.quote.sentences import is_anaphoric, is_introduction, is_navigation
+from citewise.quote.sentences import defines, is_anaphoric, is_introduction, is_navigation
 from citewise.settings import QuoteSettings
 from citewise.text import content_terms, split_sentences, stem
 from citewise.types import REFUSAL_TEXT, AnswerStyle, ScoredChunk, make_chunk_id, make_doc_id
@@ -1296,3 +1296,45 @@ def test_a_list_question_gets_its_sections_table_although_a_prose_sentence_match
     ]
     unlisted = quote_answer([Part(analyse("Which formats are supported?"), elsewhere)], QuoteSettings(threshold=0.0))
     assert not unlisted.text.startswith("| Kind |"), unlisted.text
+
+
+@pytest.mark.parametrize(
+    ("text", "subject", "defining"),
+    [
+        ("Somnia is an EVM-compatible Layer 1 blockchain.", "Somnia", True),
+        ("IceDB: a database that reads in 15-100 nanoseconds.", "IceDB", True),
+        ("**Quote mode** (the default, `CITEWISE_LLM=extractive`) needs no language model.", "quote mode", True),
+        ("__Agent mode__ lets a language model run a bounded loop.", "agent mode", True),
+        # a passive with its agent says who did something, not what the subject is
+        ("Somnia is supported by [Improbable](https://improbable.io) and MSquared.", "Somnia", False),
+        ("The library is maintained by volunteers.", "library", False),
+        ("IceDB is built by the Somnia team.", "IceDB", False),
+        # bold that is a label, or a bare bold heading, defines nothing
+        ("**Note:** quote mode is fast.", "quote mode", False),
+        ("**Quote mode**", "quote mode", False),
+    ],
+)
+def test_a_definition_is_told_from_a_sentence_that_only_names_its_subject(text, subject, defining):
+    assert defines(text, subject) is defining
+
+
+def test_what_is_x_leads_with_the_sentence_that_introduces_x_in_bold():
+    modes = chunk(
+        "**Quote mode** (the default, `CITEWISE_LLM=extractive`) needs no language model. It answers with verbatim "
+        "sentences from the best passages, each followed by its citation.",
+        "answers.md",
+        dense=0.55,
+        chapter="Asking questions > Two answerers",
+    )
+    threshold = chunk(
+        "Quote mode answers when its model finds the probability that the quoted evidence answers the question at "
+        "least `quote.threshold`. A lower value answers more questions.",
+        "configuration.md",
+        dense=0.62,
+        chapter="Configuration > Quote mode: answer more, or refuse more",
+    )
+    result = compose_quote_answer("What is quote mode?", [(1, threshold), (2, modes)])
+    assert sentences_of(result)[0] == (
+        2,
+        "**Quote mode** (the default, `CITEWISE_LLM=extractive`) needs no language model.",
+    )

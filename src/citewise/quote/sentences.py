@@ -124,16 +124,22 @@ def values(text: str) -> list[str]:
 
 def defines(text: str, subject: str) -> bool:
     """Whether a sentence defines `subject`: it opens with the subject (an article, markup or a name in front
-    allowed) followed by "is/are/means/…", or "subject: …" / "subject — …"."""
+    allowed) followed by "is/are/means/…", or "subject: …" / "subject — …", or with the subject in bold, the way
+    documentation introduces a term ("**Quote mode** (the default) needs no language model."). Not when the verb is
+    a passive with its agent ("Somnia is supported by …", "X is maintained by …"): that says who, not what."""
     words = [re.escape(w) for w in re.findall(r"[\w'-]+", subject.lower())]
     if not words:
         return False
+    lowered = text.lower()
     name = r"[\s`*_\"'()-]*".join(words)
-    pattern = (
-        rf"^[\s>*_`\"'“]*(?:(?:the|a|an)\s+)?(?:\w+['’]s\s+)?[`*_\"'“]*{name}[`*_\"'”]*(?:s)?"
-        rf"(?:\s*\([^)]*\))?(?:,[^,]{{0,60}},)?\s*(?:{_DEFINES_RE}\b|[:—–-]\s)"
-    )
-    return bool(re.match(pattern, text.lower()))
+    opening = rf"^[\s>*_`\"'“]*(?:(?:the|a|an)\s+)?(?:\w+['’]s\s+)?[`*_\"'“]*{name}[`*_\"'”]*(?:s)?"
+    between = r"(?:\s*\([^)]*\))?(?:,[^,]{0,60},)?\s*"
+    if re.match(rf"{opening}{between}(?:is|are|was|were)\s+(?:\w+ly\s+)?\w+(?:ed|en|wn|lt|ught)\s+by\b", lowered):
+        return False
+    if re.match(rf"{opening}{between}(?:{_DEFINES_RE}\b|[:—–-]\s)", lowered):
+        return True
+    bold = r"[\s`_\"'()-]*".join(words)
+    return bool(re.match(rf"^[\s>]*(?:\*\*|__){bold}(?:\*\*|__){between}[a-z]", lowered))
 
 
 def _continues_previous_chunk(text: str) -> bool:
