@@ -403,7 +403,8 @@ class _Vendor:
     package: str
     timeout_kwarg: str  # each SDK names its per-request timeout differently
     model_kwarg: str = "model"
-    options: tuple[tuple[str, object], ...] = ()  # fixed keyword arguments of the SDK's class
+    # Keyword arguments of the SDK's class when `embeddings_base_url` points it at another server than the vendor's
+    with_base_url: tuple[tuple[str, object], ...] = ()
 
     def timeout(self, seconds: float) -> dict:
         if self.timeout_kwarg == "request_options":  # google: {"timeout": s} inside request_options
@@ -414,17 +415,18 @@ class _Vendor:
 
 
 _VENDORS = {
-    # Texts go as text. By default langchain-openai tokenises them with OpenAI's tokenizer first, fetching its tables
-    # from a blob store nobody configured (offline, every call fails) and sending token ids that a self-hosted
-    # OpenAI-compatible server reads with its own, different tokenizer. That tokenising exists to split texts over
-    # the model's context; chunks are far shorter.
+    # A self-hosted OpenAI-compatible server gets text. By default langchain-openai tokenises every text with
+    # OpenAI's tokenizer first, to split what exceeds OpenAI's context and request limits: it fetches the
+    # tokenizer's tables from OpenAI's blob store (which a self-hosted setup may not reach: every call fails) and
+    # sends token ids, which a server running another model reads with its own, different tokenizer. OpenAI itself
+    # keeps that default: its limits are the ones the splitting knows.
     "openai": _Vendor(
         "langchain_openai",
         "OpenAIEmbeddings",
         "openai",
         "langchain-openai",
         "timeout",
-        options=(("check_embedding_ctx_length", False),),
+        with_base_url=(("check_embedding_ctx_length", False),),
     ),
     "google": _Vendor(
         "langchain_google_genai", "GoogleGenerativeAIEmbeddings", "google", "langchain-google-genai", "request_options"
@@ -480,9 +482,10 @@ def create_embedder(settings: Settings) -> Embedder:
         module = __import__(vendor.module, fromlist=[vendor.cls])
     except ImportError as exc:
         raise MissingExtraError(f"Embeddings provider {provider!r}", vendor.extra, vendor.package) from exc
-    kwargs = {vendor.model_kwarg: model, **vendor.timeout(settings.generation.embed_timeout_s), **dict(vendor.options)}
+    kwargs = {vendor.model_kwarg: model, **vendor.timeout(settings.generation.embed_timeout_s)}
     if settings.embeddings_base_url:
         kwargs["base_url"] = settings.embeddings_base_url
+        kwargs.update(vendor.with_base_url)
     try:
         embeddings = getattr(module, vendor.cls)(**kwargs)
     except Exception as exc:  # missing API key and the like: a config problem, said plainly
