@@ -68,10 +68,19 @@ class RetrievalError(CitewiseError):
 
 
 class ProviderError(CitewiseError):
-    def __init__(self, message: str, *, retryable: bool = False, retry_after_s: float | None = None) -> None:
+    def __init__(
+        self, message: str, *, retryable: bool = False, retry_after_s: float | None = None, status: int | None = None
+    ) -> None:
         super().__init__(message)
         self.retryable = retryable
         self.retry_after_s = retry_after_s  # the vendor's Retry-After, when it sent one
+        self.status = status  # the vendor's HTTP status for a refused request (4xx), when it answered one
+
+    @property
+    def rejected_input(self) -> bool:
+        """The vendor refused what it was sent (400, 413, 422: too long, malformed, against its policy), not the
+        caller (401, 403), the model's name (404) or its own state: the same request will always fail."""
+        return self.status in (400, 413, 422)
 
 
 class RateLimited(ProviderError):
@@ -150,7 +159,7 @@ def classify_provider_error(exc: BaseException, *, context: str = "") -> Provide
     if status is not None and status >= 500:
         return ProviderUnavailable(message, retry_after_s=wait)
     if status is not None and 400 <= status < 500:
-        return ProviderError(message, retryable=False)
+        return ProviderError(message, retryable=False, status=status)
     if any(word in haystack for word in _RATE_WORDS):
         return RateLimited(message)
     if any(word in haystack for word in _TIMEOUT_WORDS):

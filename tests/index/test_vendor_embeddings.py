@@ -96,3 +96,39 @@ def test_an_embedding_outage_mid_ingest_stops_the_run_and_keeps_what_was_stored(
     report = Ingestor(kb).ingest_paths([docs])
     assert (report.unchanged, report.indexed, report.failed) == (1, 2, 0)
     assert all(any("version two" in t for t in _texts(kb, name, docs)) for name in PAGES)
+
+
+def test_a_text_the_provider_refuses_fails_its_document_alone(tmp_path, fake, monkeypatch):
+    kb = _kb(tmp_path, fake, monkeypatch, commit_every=512)  # one batch for all three: the refusal is isolated
+    docs = _docs(tmp_path)
+    (docs / "gannet.md").write_text(PAGES["gannet.md"] + "An appendix far over the model's limit: OVERSIZED.\n")
+    fake.refuse_embedding = "OVERSIZED"
+
+    report = Ingestor(kb).ingest_paths([docs])
+    assert (report.indexed, report.failed) == (2, 1)
+    failure = report.failures[0]
+    assert failure.source.endswith("gannet.md")
+    assert "gannet.md" in failure.error and "maximum context length" in failure.error
+    records = {r.filename: r for r in kb.registry.list()}
+    assert records["gannet.md"].status == DocStatus.FAILED
+    assert records["heron.md"].status == records["puffin.md"].status == DocStatus.INDEXED
+    assert not _texts(kb, "gannet.md", docs) and _texts(kb, "heron.md", docs)
+
+    fake.refuse_embedding = None  # the page was shortened, say: the next run indexes it and touches nothing else
+    report = Ingestor(kb).ingest_paths([docs])
+    assert (report.unchanged, report.indexed, report.failed) == (2, 1, 0)
+
+
+def test_a_refused_text_in_a_document_spanning_commits_stops_reading_it(tmp_path, fake, monkeypatch):
+    kb = _kb(tmp_path, fake, monkeypatch, commit_every=1, chunk_size=200, chunk_overlap=0)
+    docs = _docs(tmp_path)
+    paragraphs = [f"Section {i} of the long page describes the kestrel setting number {i} in detail." for i in range(6)]
+    paragraphs[2] += " OVERSIZED"
+    (docs / "long.md").write_text("# Long\n\n" + "\n\n".join(paragraphs) + "\n")
+    fake.refuse_embedding = "OVERSIZED"
+
+    report = Ingestor(kb).ingest_paths([docs])
+    assert report.failed == 1 and report.failures[0].source.endswith("long.md")
+    assert kb.registry.list(status=DocStatus.FAILED)[0].filename == "long.md"
+    assert not _texts(kb, "long.md", docs), "no part of the refused document stays searchable"
+    assert report.indexed == 3

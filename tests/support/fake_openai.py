@@ -7,7 +7,9 @@ Point `langchain-openai` at it with `llm="openai:<any name>"`, `llm_base_url=ser
 It also serves `POST /v1/embeddings` (`embeddings="openai:<any name>"`, `embeddings_base_url=server.url`): each
 input text gets a hashed bag-of-words vector of `EMBEDDING_DIM` numbers, so texts sharing words are near each other
 and a small corpus can be searched. An input that is not a string (token ids, which langchain-openai sends when it
-tokenises for OpenAI's own models) is answered 400, as a server with another tokenizer should.
+tokenises for OpenAI's own models) is answered 400, as a server with another tokenizer should, and so is a request
+with a text holding `refuse_embedding` (a text over the model's limit). Queued `Fault`s with a status apply to
+embeddings too; a hang-only one is for chat.
 
 What it answers:
 - replies queued with `script(...)` first, in order: a `Reply` (text and/or tool calls) or a `Fault` (an HTTP error
@@ -117,6 +119,7 @@ class FakeOpenAI:
     def __init__(self, responder: Callable[[dict[str, Any]], Reply | Fault] = agent_responder) -> None:
         self.responder = responder
         self.requests: list[Recorded] = []
+        self.refuse_embedding: str | None = None  # an input holding this is answered 400, as an over-long one is
         self._script: list[Reply | Fault] = []
         self._lock = threading.Lock()
         self._server = _Server(("127.0.0.1", 0), _handler_for(self))
@@ -213,6 +216,9 @@ def _handler_for(fake: FakeOpenAI) -> type[BaseHTTPRequestHandler]:
                 self._fault(fault, streamed=False)
             elif not isinstance(texts, list) or not texts or not all(isinstance(t, str) for t in texts):
                 message = "input must be a string or a list of strings (this server has its own tokenizer)"
+                self._json(400, {"error": {"message": message, "type": "invalid_request_error"}})
+            elif fake.refuse_embedding and any(fake.refuse_embedding in t for t in texts):
+                message = "This model's maximum context length is 512 tokens"
                 self._json(400, {"error": {"message": message, "type": "invalid_request_error"}})
             else:
                 data = [{"object": "embedding", "index": i, "embedding": bag_of_words(t)} for i, t in enumerate(texts)]

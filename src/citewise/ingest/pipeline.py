@@ -27,7 +27,7 @@ from pathlib import Path, PurePosixPath
 import numpy as np
 from pydantic import BaseModel, Field
 
-from citewise.errors import ConfigError, IngestError
+from citewise.errors import ConfigError, IngestError, ProviderError
 from citewise.index.knowledge_base import KnowledgeBase
 from citewise.index.registry import now_iso
 from citewise.index.store import search_text
@@ -105,6 +105,7 @@ class _Doc:
     made: int = 0
     complete: bool = False
     committed: bool = False
+    failed: bool = False  # by a commit (the provider refused its text): the rest of it is not read
 
 
 _Stored = tuple[np.ndarray, "np.ndarray | None"]
@@ -425,10 +426,13 @@ class Ingestor:
                 # Commit after `size` chunks to embed, or four times that reused (a big document re-ingested after
                 # a small edit embeds little): either way one batch bounds what is held in memory. Outside the
                 # `try`: an embedder or store failure is not this file's, and stops the run as the last commit's
-                # does, this batch's documents PENDING with their stored chunks untouched for the next run.
+                # does, this batch's documents PENDING with their stored chunks untouched for the next run. (The
+                # provider refusing a text fails the documents it came from, this one perhaps: `_commit`.)
                 if batch.to_embed >= size or len(batch.chunks) >= 4 * size:
                     self._commit(batch, report)
                     batch = _Batch()
+                    if doc.failed:
+                        break
         self._commit(batch, report)
 
     def _prepare(self, doc: _Doc, size: int) -> Iterator[list[Chunk]]:
@@ -475,7 +479,41 @@ class Ingestor:
     def _commit(self, batch: _Batch, report: IngestReport) -> None:
         if not batch.chunks:
             return
-        missing = [(i, len(search_text(batch.chunks[i]))) for i, v in enumerate(batch.vectors) if v is None]
+        reused = {c.chunk_id for c, v in zip(batch.chunks, batch.vectors, strict=True) if v is not None}
+        try:
+            self._embed(batch, report)
+        except ProviderError as exc:
+            # Any other provider failure stops the run (its documents stay PENDING for the next one). A refused
+            # input would be refused again on every run: find the documents it came from, and fail those alone.
+            if not exc.rejected_input:
+                raise
+            self._embed_each_document(batch, report)
+            if not batch.chunks:
+                return
+        finished = {d.job.doc_id: d.made for d in batch.docs if d.complete}
+        stored = [pair for pair in batch.vectors if pair is not None]
+        self.kb.store.write_chunks(
+            batch.chunks,
+            np.vstack([vector for vector, _ in stored]),
+            finished=finished,
+            sentences=[matrix for _, matrix in stored],
+        )
+        report.commits += 1
+        report.chunks_total += len(batch.chunks)
+        report.chunks_reused += sum(c.chunk_id in reused for c in batch.chunks)
+        for doc in batch.docs:
+            doc.committed = True
+        done = [d for d in batch.docs if d.complete]
+        self.kb.registry.upsert(self._record(d.job, DocStatus.INDEXED, title=d.title, chunk_count=d.made) for d in done)
+        report.indexed += len(done)
+
+    def _embed(self, batch: _Batch, report: IngestReport, doc_id: str | None = None) -> None:
+        """Embed the batch's chunks that have no vector yet (only `doc_id`'s, when given)."""
+        missing = [
+            (i, len(search_text(batch.chunks[i])))
+            for i, v in enumerate(batch.vectors)
+            if v is None and (doc_id is None or batch.chunks[i].doc_id == doc_id)
+        ]
         # A batch of texts costs its longest member times its size, so the embedder sorts what it is given by
         # length. Handing it only one model batch at a time would leave nothing to sort: give it several, of
         # roughly similar length (characters here; it sorts by tokens within), and report progress per call.
@@ -491,25 +529,21 @@ class Ingestor:
                 batch.vectors[i] = (vector, matrix)
             report.chunks_embedded += len(part)
             self.progress("embed", report.chunks_embedded, embedded + len(missing))
-        finished = {d.job.doc_id: d.made for d in batch.docs if d.complete}
-        stored = [pair for pair in batch.vectors if pair is not None]
-        self.kb.store.write_chunks(
-            batch.chunks,
-            np.vstack([vector for vector, _ in stored]),
-            finished=finished,
-            sentences=[matrix for _, matrix in stored],
-        )
-        report.commits += 1
-        report.chunks_total += len(batch.chunks)
-        report.chunks_reused += len(batch.chunks) - len(missing)
-        for doc in batch.docs:
-            doc.committed = True
-        done = [d for d in batch.docs if d.complete]
-        self.kb.registry.upsert(self._record(d.job, DocStatus.INDEXED, title=d.title, chunk_count=d.made) for d in done)
-        report.indexed += len(done)
+
+    def _embed_each_document(self, batch: _Batch, report: IngestReport) -> None:
+        """After the provider refused part of a batch: embed it one document at a time, and fail the documents it
+        refuses (with its words) while the others go on."""
+        for doc in list(batch.docs):
+            try:
+                self._embed(batch, report, doc.job.doc_id)
+            except ProviderError as exc:
+                if not exc.rejected_input:
+                    raise
+                self._fail(doc, batch, f"{doc.job.filename}: the embedding provider refused it: {exc}", report)
 
     def _fail(self, doc: _Doc, batch: _Batch, error: str, report: IngestReport) -> None:
         job = doc.job
+        doc.failed = True
         report.failed += 1
         report.failures.append(IngestFailure(source=job.source, error=error))
         batch.drop(doc)
