@@ -3,6 +3,7 @@ write is still going, 503 + Retry-After when the queue is full); shutdown in bou
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 from collections.abc import Iterator
@@ -10,7 +11,9 @@ from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
+from tests.support.fake_openai import FakeOpenAI, Fault
 
+from citewise.index.knowledge_base import KnowledgeBase
 from citewise.index.write_lock import write_lock
 from citewise.settings import Settings
 
@@ -139,3 +142,47 @@ def test_shutdown_is_bounded_and_unfinished_uploads_resume_on_the_next_start(tmp
     restarted = make_client(settings)
     docs = _wait_indexed(restarted, 1)
     assert docs[0]["filename"] == "late.md"
+
+
+def _vendor_settings(tmp_path: Path, fake, monkeypatch, wait_s: float) -> Settings:
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-anything")
+    return Settings(
+        home=tmp_path / "home",
+        embeddings="openai:fake-embed",
+        embeddings_base_url=fake.url,
+        server={"rate_limit_per_minute": 0, "log_questions": False, "write_wait_s": wait_s},
+    )
+
+
+def test_an_embedding_provider_down_fails_the_upload_clearly_and_loses_nothing(tmp_path, make_client, monkeypatch):
+    with FakeOpenAI() as fake:
+        settings = _vendor_settings(tmp_path, fake, monkeypatch, wait_s=60)
+        client = make_client(settings, kb=KnowledgeBase(settings))
+        assert _upload(client, "first.md").status_code == 200
+        fake.script(*[Fault(status=503)] * 30)  # down from now on, retries included
+
+        response = _upload(client, "second.md")
+        assert response.status_code == 502
+        assert response.json()["detail"] == "The model provider failed."
+        statuses = {d["filename"]: d["status"] for d in client.get("/api/documents").json()}
+        assert statuses == {"first.md": "INDEXED", "second.md": "PENDING"}
+
+
+def test_a_queued_upload_whose_provider_fails_is_logged_not_dropped(tmp_path, make_client, monkeypatch, caplog):
+    with FakeOpenAI() as fake:
+        settings = _vendor_settings(tmp_path, fake, monkeypatch, wait_s=0.5)
+        client = make_client(settings, kb=KnowledgeBase(settings))
+        assert _upload(client, "first.md").status_code in (200, 202)
+        _wait_indexed(client, 1)
+        fake.script(*[Fault(status=503)] * 30)
+        with caplog.at_level(logging.ERROR, logger="citewise.server.routers.documents"):
+            with busy_home(settings.home):
+                assert _upload(client, "late.md").status_code == 202  # answered before the write ran
+            deadline = time.monotonic() + 60
+            while not any("queued write failed" in r.getMessage() for r in caplog.records):
+                assert time.monotonic() < deadline, "the failed write was never reported"
+                time.sleep(0.2)
+        failure = next(r.getMessage() for r in caplog.records if "queued write failed" in r.getMessage())
+        assert "Embedding provider" in failure
+        statuses = {d["filename"]: d["status"] for d in client.get("/api/documents").json()}
+        assert statuses == {"first.md": "INDEXED", "late.md": "PENDING"}

@@ -30,7 +30,8 @@ _ERROR_MAP: list[tuple[type[CitewiseError], int, str, str | None]] = [
     (RetrievalError, 503, "service_unavailable", "The document index is temporarily unavailable. Try again shortly."),
     (RateLimited, 429, "rate_limited", "The language model provider is rate limiting requests. Retry shortly."),
     (ProviderTimeout, 504, "provider_timeout", "The language model provider did not answer in time."),
-    (ProviderError, 502, "provider_error", "The language model provider failed."),
+    # An upload's embedding call fails through here too: "model provider" covers both kinds of model.
+    (ProviderError, 502, "provider_error", "The model provider failed."),
     (CitewiseError, 500, "internal_error", "Internal server error."),
 ]
 

@@ -85,7 +85,7 @@ _ERROR_DESCRIPTIONS = {
     413: "The request body (or a file) is over its limit",
     415: "Unsupported file type",
     429: "Rate limited (per key, per address, or failed authentications); see Retry-After",
-    502: "The language model provider failed",
+    502: "The model provider (language or embedding model) failed",
     503: "The index or the server's setup is not available",
     504: "The language model provider did not answer in time",
 }

@@ -259,9 +259,18 @@ async def _outcome(state: ServerState, future: Future):
     done, _ = await asyncio.wait({waiter}, timeout=state.settings.server.write_wait_s)
     if done:
         return waiter.result()
-    # Answered before the write ended: its outcome is read from the registry later, not from this future.
+    # Answered before the write ended: its outcome is read from the registry later, not from this future. A write
+    # that fails as a whole (the embedding provider down: its documents stay PENDING) has nobody left to tell but
+    # the log.
+    future.add_done_callback(_log_failure)
     waiter.add_done_callback(lambda f: f.cancelled() or f.exception())
     return None
+
+
+def _log_failure(future: Future) -> None:
+    error = None if future.cancelled() else future.exception()
+    if error is not None:
+        log.error("A queued write failed; its documents stay PENDING until the next write or restart: %s", error)
 
 
 class _StagedUploads:
@@ -348,7 +357,8 @@ def resume_uploads(state: ServerState) -> None:
         if todo and state.writer is not None:
             log.info("Resuming %d unfinished upload(s) of %s", len(todo), owner)
             try:
-                state.writer.submit(lambda should_stop, o=owner, t=todo: _ingest(state, o, t, should_stop))
+                future = state.writer.submit(lambda should_stop, o=owner, t=todo: _ingest(state, o, t, should_stop))
+                future.add_done_callback(_log_failure)
             except QueueFull:
                 log.warning("Write queue full; %d upload(s) of %s wait for the next start", len(todo), owner)
 
