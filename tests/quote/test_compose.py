@@ -1309,9 +1309,18 @@ def test_a_list_question_gets_its_sections_table_although_a_prose_sentence_match
         ("Somnia is supported by [Improbable](https://improbable.io) and MSquared.", "Somnia", False),
         ("The library is maintained by volunteers.", "library", False),
         ("IceDB is built by the Somnia team.", "IceDB", False),
-        # bold that is a label, or a bare bold heading, defines nothing
+        ("Starlette is developed and maintained by Encode.", "Starlette", False),
+        ("IceDB is also supported by the team.", "IceDB", False),
+        # ... while a passive that says what the subject is still defines it
+        ("A job is defined by a YAML file.", "job", True),
+        ("A job is represented by a row in the jobs table.", "job", True),
+        # bold that is a label, a bare bold line above a paragraph, or one name of a list defines nothing
         ("**Note:** quote mode is fast.", "quote mode", False),
         ("**Quote mode**", "quote mode", False),
+        ("**Quote mode**\nQuote mode answers with verbatim sentences.", "quote mode", False),
+        ("**Quote mode** and **agent mode** both cite their sources.", "quote mode", False),
+        ("**Quote modes** need no model.", "quote mode", True),
+        ("**`quote`** needs no model.", "quote", True),
     ],
 )
 def test_a_definition_is_told_from_a_sentence_that_only_names_its_subject(text, subject, defining):

@@ -126,7 +126,8 @@ def defines(text: str, subject: str) -> bool:
     """Whether a sentence defines `subject`: it opens with the subject (an article, markup or a name in front
     allowed) followed by "is/are/means/…", or "subject: …" / "subject — …", or with the subject in bold, the way
     documentation introduces a term ("**Quote mode** (the default) needs no language model."). Not when the verb is
-    a passive with its agent ("Somnia is supported by …", "X is maintained by …"): that says who, not what."""
+    a passive naming who stands behind the subject ("Somnia is supported by …", "X is maintained by …"): that says
+    who, not what ("A job is defined by a YAML file" still defines)."""
     words = [re.escape(w) for w in re.findall(r"[\w'-]+", subject.lower())]
     if not words:
         return False
@@ -134,12 +135,22 @@ def defines(text: str, subject: str) -> bool:
     name = r"[\s`*_\"'()-]*".join(words)
     opening = rf"^[\s>*_`\"'“]*(?:(?:the|a|an)\s+)?(?:\w+['’]s\s+)?[`*_\"'“]*{name}[`*_\"'”]*(?:s)?"
     between = r"(?:\s*\([^)]*\))?(?:,[^,]{0,60},)?\s*"
-    if re.match(rf"{opening}{between}(?:is|are|was|were)\s+(?:\w+ly\s+)?\w+(?:ed|en|wn|lt|ught)\s+by\b", lowered):
+    if re.match(rf"{opening}{between}(?:is|are|was|were)\s+{_BACKED_BY}", lowered):
         return False
     if re.match(rf"{opening}{between}(?:{_DEFINES_RE}\b|[:—–-]\s)", lowered):
         return True
+    # In bold, on the sentence's own line, then words about it: not a bold line above a paragraph, not a list of names
     bold = r"[\s`_\"'()-]*".join(words)
-    return bool(re.match(rf"^[\s>]*(?:\*\*|__){bold}(?:\*\*|__){between}[a-z]", lowered))
+    after = r"(?:[ \t]*\([^)\n]*\))?[ \t]+(?!and\b|or\b|vs\.?\b|versus\b)[a-z]"
+    return bool(re.match(rf"^[ \t>]*(?:\*\*|__)`?{bold}`?(?:s)?(?:\*\*|__){after}", lowered))
+
+
+# "X is supported by …", "X was (originally) developed and maintained by …": who is behind the subject, not what it is
+_BACKED_BY = (
+    r"(?:\w+\s+){0,2}?(?:supported|maintained|developed|built|created|written|backed|funded|sponsored|owned|"
+    r"operated|used|run|made|led|founded|incubated|powered|audited|designed|published|released|authored|hosted|"
+    r"managed|governed|trusted|adopted)(?:\s+and\s+\w+)?\s+by\b"
+)
 
 
 def _continues_previous_chunk(text: str) -> bool:
