@@ -1,12 +1,15 @@
 """Retrieval latency (p50/p95 of `Retriever.search`, top_k=5, cache off) at 10k and 100k chunks, per mode.
 
-    .venv/bin/python bench/bench_latency.py [--sizes 10000 100000] [--queries 200]
+    .venv/bin/python bench/bench_latency.py [--sizes 10000 100000] [--queries 200] [--no-sentences]
 
 The index is built directly with `LanceStore.replace_documents`, not through the ingest pipeline:
 - chunk text is 4-7 sentences sampled from the Somnia docs, so BM25 sees a realistic vocabulary and postings;
 - vectors are real all-MiniLM-L6-v2 embeddings of a few thousand distinct Somnia sentences (each chunk starts with
   its anchor sentence), tiled over the chunks with a small Gaussian perturbation and re-normalised. Embedding 100k
   chunks for real would take about two hours on this machine; the vector index only needs realistic geometry.
+- each chunk also gets its sentence vectors (`store.dense_scores`), one per sentence the ingest would pool
+  (`store.sentence_spans`), its chunk vector perturbed a little more and re-normalised, stored as an ingest stores
+  them: every search reads and scores them. `--no-sentences` leaves them out (an index built without them).
 Then `store.optimize()` builds the FTS index, and the ANN index (IVF-HNSW-SQ) once the table reaches
 `retrieval.ann_index_threshold` chunks, exactly as after an ingest. Queries are the 53 Somnia FAQ questions in
 four phrasings; every timed call embeds its query (the model is warm). Besides the end-to-end figures, the parts
@@ -31,12 +34,14 @@ from _common import SOMNIA, wait_for_quiet, write_result
 from citewise.index.embeddings import create_embedder
 from citewise.index.knowledge_base import KnowledgeBase
 from citewise.index.retriever import Retriever
+from citewise.index.store import sentence_spans
 from citewise.settings import RetrievalSettings, Settings
 from citewise.types import PUBLIC_OWNER, Chunk, RetrievalMode, make_chunk_id, make_doc_id
 
 SEED = 13
 ANCHORS = 3000  # distinct sentences embedded for real
 NOISE = 0.02  # per-dimension σ: perturbed copies keep cosine ≈ 0.93 with their anchor
+SENTENCE_NOISE = 0.04  # a sentence vector's σ around its chunk's vector
 CHUNKS_PER_DOC = 10
 BATCH = 5000  # chunks per replace_documents call
 LINK_RE = re.compile(r"\[([^\]]*)\]\([^)]*\)")
@@ -103,10 +108,12 @@ def _timed(fn, items) -> list[float]:
     return samples
 
 
-def _dense_recall(store, chunks, vectors: np.ndarray, query_vectors, where: str) -> dict[str, float]:
-    """How much of the exact (brute-force) cosine top-k store.dense returns: 1.0 for flat search, < 1 for ANN."""
+def _dense_recall(store, chunks, vectors: np.ndarray, query_vectors, where: str, ks=(5, 50)) -> dict[str, float]:
+    """How much of the exact (brute-force) cosine top-k store.dense returns: 1.0 for flat search, < 1 for ANN.
+    With sentence vectors only k = 50 is asked: the store finds its 50 candidates by the chunk's cosine, then
+    re-sorts them by the dense score (`store.dense_scores`), so its first 5 are not the cosine's first 5."""
     ids = np.array([c.chunk_id for c in chunks])
-    found = {5: [], 50: []}
+    found = {k: [] for k in ks}
     for q in query_vectors:
         exact = ids[np.argsort(-(vectors @ q))[:50]]
         got = [c.chunk_id for c in store.dense(q, 50, where)]
@@ -115,7 +122,17 @@ def _dense_recall(store, chunks, vectors: np.ndarray, query_vectors, where: str)
     return {f"recall@{k}": round(float(np.mean(v)), 4) for k, v in found.items()}
 
 
-def measure(size: int, embedder, pool, anchors, anchor_vectors, queries: list[str]) -> dict:
+def sentence_vectors(chunks: list[Chunk], vectors: np.ndarray, nrng) -> list[np.ndarray]:
+    """One vector per sentence the ingest would pool for each chunk, near the chunk's own vector."""
+    out = []
+    for chunk, vector in zip(chunks, vectors, strict=True):
+        count = len(sentence_spans(chunk).sentences)
+        matrix = vector + nrng.normal(0, SENTENCE_NOISE, (count, len(vector)))
+        out.append((matrix / np.linalg.norm(matrix, axis=1, keepdims=True)).astype(np.float32))
+    return out
+
+
+def measure(size: int, embedder, pool, anchors, anchor_vectors, queries: list[str], *, sentences: bool) -> dict:
     rng, nrng = random.Random(SEED), np.random.default_rng(SEED)
     with tempfile.TemporaryDirectory(prefix="citewise-latency-") as home:
         settings = Settings(home=Path(home), retrieval=RetrievalSettings(cache_size=0))
@@ -123,11 +140,15 @@ def measure(size: int, embedder, pool, anchors, anchor_vectors, queries: list[st
         kb.embed_documents(["manifest"])  # records model and dimension, as the first ingest would
         chunks, vectors = synthetic_chunks(size, pool, anchors, anchor_vectors, rng, nrng)
 
-        started = time.perf_counter()
+        write_s = 0.0
+        per_chunk = []
         for start in range(0, size, BATCH):
-            part = chunks[start : start + BATCH]
-            kb.store.replace_documents(sorted({c.doc_id for c in part}), part, vectors[start : start + BATCH])
-        write_s = time.perf_counter() - started
+            part, part_vectors = chunks[start : start + BATCH], vectors[start : start + BATCH]
+            matrices = sentence_vectors(part, part_vectors, nrng) if sentences else None
+            per_chunk += [len(m) for m in matrices or []]
+            started = time.perf_counter()
+            kb.store.replace_documents(sorted({c.doc_id for c in part}), part, part_vectors, sentences=matrices)
+            write_s += time.perf_counter() - started
         started = time.perf_counter()
         kb.store.optimize()
         optimize_s = time.perf_counter() - started
@@ -151,9 +172,12 @@ def measure(size: int, embedder, pool, anchors, anchor_vectors, queries: list[st
             "store_lexical": _stats(_timed(lambda q: kb.store.lexical(q, depth, where, with_vectors=True), queries)),
             "store_lexical_no_vector": _stats(_timed(lambda q: kb.store.lexical(q, depth, where), queries)),
         }
-        ann_recall = _dense_recall(kb.store, chunks, vectors, [query_vectors[q] for q in queries[:50]], where)
+        ann_recall = _dense_recall(
+            kb.store, chunks, vectors, [query_vectors[q] for q in queries[:50]], where, (50,) if sentences else (5, 50)
+        )
     return {
         "chunks": size,
+        "sentence_vectors_per_chunk": round(float(np.mean(per_chunk)), 2) if per_chunk else 0,
         "dense_recall_vs_exact": ann_recall,
         "write_s": round(write_s, 1),
         "optimize_s": round(optimize_s, 1),
@@ -167,6 +191,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--sizes", type=int, nargs="+", default=[10_000, 100_000])
     parser.add_argument("--queries", type=int, default=200)
+    parser.add_argument("--no-sentences", action="store_true", help="build the index without sentence vectors")
+    parser.add_argument("--name", default="latency", help="result file name (bench/results/NAME.json)")
     args = parser.parse_args()
     load_before = wait_for_quiet()
 
@@ -182,12 +208,14 @@ def main() -> None:
 
     sizes = {}
     for size in args.sizes:
-        sizes[str(size)] = result = measure(size, embedder, pool, anchors, anchor_vectors, queries)
+        sizes[str(size)] = result = measure(
+            size, embedder, pool, anchors, anchor_vectors, queries, sentences=not args.no_sentences
+        )
         line = ", ".join(f"{m} p50 {s['p50_ms']:.1f} / p95 {s['p95_ms']:.1f} ms" for m, s in result["modes"].items())
         print(f"{size:>7} chunks (write {result['write_s']} s, optimize {result['optimize_s']} s): {line}")
 
     path = write_result(
-        "latency",
+        args.name,
         {
             "queries": len(queries),
             "top_k": settings.retrieval.top_k,
@@ -198,6 +226,9 @@ def main() -> None:
                 "re-normalised (embedding 100k chunks for real would take ~2 h on this machine)"
             ),
             "sentence_pool": len(pool),
+            "sentence_vectors": (
+                "none" if args.no_sentences else f"per sentence: the chunk's vector with N(0, {SENTENCE_NOISE}) noise"
+            ),
             "sizes": sizes,
         },
         load_before=load_before,
