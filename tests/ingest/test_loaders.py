@@ -549,3 +549,22 @@ def test_utf8_bom_is_not_content(tmp_path):
     doc = load_file(path, source="bom.md")
     assert doc.title == "Título"
     assert doc.blocks[0].text == "Café con leche."
+
+
+def test_pictures_read_as_their_alt_text_and_empty_links_as_nothing():
+    proxy = "https://docs.example.org/~gitbook/image?url=https%3A%2F%2Fcdn.example.org%2F" + "A" * 400 + "&width=768"
+    text = (
+        "# Intro\n\n"
+        f"![]({proxy})\n\n"
+        'Orbitron is a job queue. See ![Architecture diagram](img/arch.png "The parts") for its parts.\n\n'
+        "Start here [](/get-started/install) and read [the guide](guide.md).\n\n"
+        "```md\n![](kept-in-code.png)\n```\n"
+    )
+    blocks = parse_markdown(text, source="s", filename="intro.md").blocks
+    prose = [b.text for b in blocks if b.kind == BlockKind.TEXT]
+    assert prose == [
+        "Orbitron is a job queue. See Architecture diagram for its parts.",
+        "Start here and read [the guide](guide.md).",
+    ]
+    assert "gitbook" not in " ".join(b.text for b in blocks)
+    assert [b.text for b in blocks if b.kind == BlockKind.CODE] == ["```md\n![](kept-in-code.png)\n```"]

@@ -56,6 +56,12 @@ _CODE_SPAN = re.compile(r"(`+)[^`\n]+?\1")
 _MD_ESCAPE = re.compile(r"\\([\\`*_{}\[\]()#+\-.!<>~|])")
 _BLANK_LINES = re.compile(r"\n\s*\n")
 _WHITESPACE = re.compile(r"\s+")
+# A picture in prose (`![alt](url "title")`) reads as its alt text, and a link with no text (`[](url)`, a site
+# generator's card) as nothing: their addresses (a docs site's image proxy URL runs to hundreds of characters) would
+# fill a chunk, its vector and its full-text terms with nothing a reader asks about.
+_URL = r"(?:[^()\s]|\([^()\s]*\))*"
+_IMAGE = re.compile(rf"!\[([^\]\n]*)\]\(\s*<?{_URL}>?(?:\s+(?:\"[^\"\n]*\"|'[^'\n]*'))?\s*\)")
+_EMPTY_LINK = re.compile(rf"[ \t]?(?<!!)\[\s*\]\(\s*<?{_URL}>?(?:\s+(?:\"[^\"\n]*\"|'[^'\n]*'))?\s*\)")
 
 
 def load_file(path: Path, *, source: str) -> ParsedDocument:
@@ -492,6 +498,7 @@ def _markdown_blocks(
 
     def add(kind: BlockKind, text: str) -> None:
         if kind == BlockKind.TEXT:
+            text = _EMPTY_LINK.sub("", _IMAGE.sub(lambda m: m.group(1).strip(), text))
             text = _unescape_markdown(_myst_roles(textwrap.dedent(text))).strip()
             if not _WORD.search(text):  # leftover markup ("---", a lone ">") says nothing
                 return
