@@ -558,6 +558,7 @@ def test_pictures_read_as_their_alt_text_and_empty_links_as_nothing():
         f"![]({proxy})\n\n"
         'Orbitron is a job queue. See ![Architecture diagram](img/arch.png "The parts") for its parts.\n\n'
         "Start here [](/get-started/install) and read [the guide](guide.md).\n\n"
+        "Write `![alt](src.png)` for a picture; `[](x)` is an empty link.\n\n"
         "```md\n![](kept-in-code.png)\n```\n"
     )
     blocks = parse_markdown(text, source="s", filename="intro.md").blocks
@@ -565,6 +566,7 @@ def test_pictures_read_as_their_alt_text_and_empty_links_as_nothing():
     assert prose == [
         "Orbitron is a job queue. See Architecture diagram for its parts.",
         "Start here and read [the guide](guide.md).",
+        "Write `![alt](src.png)` for a picture; `[](x)` is an empty link.",  # examples in code spans stay
     ]
     assert "gitbook" not in " ".join(b.text for b in blocks)
     assert [b.text for b in blocks if b.kind == BlockKind.CODE] == ["```md\n![](kept-in-code.png)\n```"]

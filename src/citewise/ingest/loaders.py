@@ -303,15 +303,24 @@ def _myst_role(name: str, content: str) -> str:
     return f"`{content}`"
 
 
-def _unescape_markdown(text: str) -> str:
-    """Drop backslash escapes outside code spans: an identifier must read `max_retries`, not `max\\_retries`."""
+def _without_pictures(text: str) -> str:
+    return _EMPTY_LINK.sub("", _IMAGE.sub(lambda m: m.group(1).strip(), text))
+
+
+def _outside_code_spans(text: str, change) -> str:
+    """`change` applied to the text between code spans: "`![alt](src)` is the syntax" keeps its example."""
     out, last = [], 0
     for span in _CODE_SPAN.finditer(text):
-        out.append(_MD_ESCAPE.sub(r"\1", text[last : span.start()]))
+        out.append(change(text[last : span.start()]))
         out.append(span.group(0))
         last = span.end()
-    out.append(_MD_ESCAPE.sub(r"\1", text[last:]))
+    out.append(change(text[last:]))
     return "".join(out)
+
+
+def _unescape_markdown(text: str) -> str:
+    """Drop backslash escapes outside code spans: an identifier must read `max_retries`, not `max\\_retries`."""
+    return _outside_code_spans(text, lambda part: _MD_ESCAPE.sub(r"\1", part))
 
 
 def _inline_plain(token: Token, md: MarkdownIt, env: dict) -> str:
@@ -498,7 +507,7 @@ def _markdown_blocks(
 
     def add(kind: BlockKind, text: str) -> None:
         if kind == BlockKind.TEXT:
-            text = _EMPTY_LINK.sub("", _IMAGE.sub(lambda m: m.group(1).strip(), text))
+            text = _outside_code_spans(text, _without_pictures)
             text = _unescape_markdown(_myst_roles(textwrap.dedent(text))).strip()
             if not _WORD.search(text):  # leftover markup ("---", a lone ">") says nothing
                 return
