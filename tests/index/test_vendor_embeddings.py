@@ -132,3 +132,28 @@ def test_a_refused_text_in_a_document_spanning_commits_stops_reading_it(tmp_path
     assert kb.registry.list(status=DocStatus.FAILED)[0].filename == "long.md"
     assert not _texts(kb, "long.md", docs), "no part of the refused document stays searchable"
     assert report.indexed == 3
+
+
+def test_a_provider_that_refuses_every_text_stops_the_run_and_blames_no_document(tmp_path, fake, monkeypatch):
+    kb = _kb(tmp_path, fake, monkeypatch, commit_every=512)
+    docs = _docs(tmp_path)
+    assert Ingestor(kb).ingest_paths([docs]).indexed == 3
+    _docs(tmp_path, version="Revised in version two.\n")
+    fake.refuse_embedding = " "  # every text: a model that embeds nothing, a wrong setting
+
+    with pytest.raises(ProviderError, match="maximum context length"):
+        Ingestor(kb).ingest_paths([docs])
+    assert {r.status for r in kb.registry.list()} == {DocStatus.PENDING}
+    assert all(_texts(kb, name, docs) for name in PAGES), "nothing was deleted"
+
+
+def test_a_server_s_batch_limit_is_not_taken_for_a_refused_text(tmp_path, fake, monkeypatch):
+    kb = _kb(tmp_path, fake, monkeypatch, commit_every=512, chunk_size=200, chunk_overlap=0)
+    docs = _docs(tmp_path)
+    paragraphs = [f"Section {i} of the long page describes the kestrel setting number {i} in detail." for i in range(6)]
+    (docs / "long.md").write_text("# Long\n\n" + "\n\n".join(paragraphs) + "\n")
+    fake.max_inputs = 2  # the long page alone has more chunks than a call may carry
+
+    report = Ingestor(kb).ingest_paths([docs])
+    assert (report.indexed, report.failed) == (4, 0), report.failures
+    assert len(_texts(kb, "long.md", docs)) >= 3

@@ -8,7 +8,8 @@ It also serves `POST /v1/embeddings` (`embeddings="openai:<any name>"`, `embeddi
 input text gets a hashed bag-of-words vector of `EMBEDDING_DIM` numbers, so texts sharing words are near each other
 and a small corpus can be searched. An input that is not a string (token ids, which langchain-openai sends when it
 tokenises for OpenAI's own models) is answered 400, as a server with another tokenizer should, and so is a request
-with a text holding `refuse_embedding` (a text over the model's limit). Queued `Fault`s with a status apply to
+with a text holding `refuse_embedding` (a text over the model's limit); one with more than `max_inputs` texts is
+answered 413 (a server's batch limit). Queued `Fault`s with a status apply to
 embeddings too; a hang-only one is for chat.
 
 What it answers:
@@ -120,6 +121,7 @@ class FakeOpenAI:
         self.responder = responder
         self.requests: list[Recorded] = []
         self.refuse_embedding: str | None = None  # an input holding this is answered 400, as an over-long one is
+        self.max_inputs: int | None = None  # a request with more texts is answered 413, as TEI's batch limit is
         self._script: list[Reply | Fault] = []
         self._lock = threading.Lock()
         self._server = _Server(("127.0.0.1", 0), _handler_for(self))
@@ -217,6 +219,9 @@ def _handler_for(fake: FakeOpenAI) -> type[BaseHTTPRequestHandler]:
             elif not isinstance(texts, list) or not texts or not all(isinstance(t, str) for t in texts):
                 message = "input must be a string or a list of strings (this server has its own tokenizer)"
                 self._json(400, {"error": {"message": message, "type": "invalid_request_error"}})
+            elif fake.max_inputs is not None and len(texts) > fake.max_inputs:
+                message = f"batch size {len(texts)} > maximum allowed batch size {fake.max_inputs}"
+                self._json(413, {"error": {"message": message, "type": "invalid_request_error"}})
             elif fake.refuse_embedding and any(fake.refuse_embedding in t for t in texts):
                 message = "This model's maximum context length is 512 tokens"
                 self._json(400, {"error": {"message": message, "type": "invalid_request_error"}})

@@ -487,7 +487,7 @@ class Ingestor:
             # input would be refused again on every run: find the documents it came from, and fail those alone.
             if not exc.rejected_input:
                 raise
-            self._embed_each_document(batch, report)
+            self._embed_each_document(batch, report, exc)
             if not batch.chunks:
                 return
         finished = {d.job.doc_id: d.made for d in batch.docs if d.complete}
@@ -507,8 +507,9 @@ class Ingestor:
         self.kb.registry.upsert(self._record(d.job, DocStatus.INDEXED, title=d.title, chunk_count=d.made) for d in done)
         report.indexed += len(done)
 
-    def _embed(self, batch: _Batch, report: IngestReport, doc_id: str | None = None) -> None:
-        """Embed the batch's chunks that have no vector yet (only `doc_id`'s, when given)."""
+    def _embed(self, batch: _Batch, report: IngestReport, doc_id: str | None = None, per_call: int = 0) -> None:
+        """Embed the batch's chunks that have no vector yet (only `doc_id`'s, when given; `per_call` texts a call,
+        when given)."""
         missing = [
             (i, len(search_text(batch.chunks[i])))
             for i, v in enumerate(batch.vectors)
@@ -518,7 +519,7 @@ class Ingestor:
         # length. Handing it only one model batch at a time would leave nothing to sort: give it several, of
         # roughly similar length (characters here; it sorts by tokens within), and report progress per call.
         missing.sort(key=lambda item: item[1])
-        size = max(_TEXTS_PER_CALL, self.settings.ingest.embed_batch_size)
+        size = per_call or max(_TEXTS_PER_CALL, self.settings.ingest.embed_batch_size)
         embedded = report.chunks_embedded
         for start in range(0, len(missing), size):
             if self._should_stop():  # checked per embedder call: a server shutdown waits for one call, not a batch
@@ -530,16 +531,32 @@ class Ingestor:
             report.chunks_embedded += len(part)
             self.progress("embed", report.chunks_embedded, embedded + len(missing))
 
-    def _embed_each_document(self, batch: _Batch, report: IngestReport) -> None:
-        """After the provider refused part of a batch: embed it one document at a time, and fail the documents it
-        refuses (with its words) while the others go on."""
+    def _embed_each_document(self, batch: _Batch, report: IngestReport, error: ProviderError) -> None:
+        """After the provider refused part of a batch: embed it one document at a time, and a refused document one
+        text a call (a server may refuse a call for its number of texts, not for any of them). Fail the documents
+        with a text it refuses alone, with its words, while the others go on; but when it embeds nothing at all (a
+        model that embeds nothing, a wrong setting), stop the run with its error and blame no document."""
+        refused: list[tuple[_Doc, ProviderError]] = []
         for doc in list(batch.docs):
             try:
                 self._embed(batch, report, doc.job.doc_id)
             except ProviderError as exc:
                 if not exc.rejected_input:
                     raise
-                self._fail(doc, batch, f"{doc.job.filename}: the embedding provider refused it: {exc}", report)
+                try:
+                    self._embed(batch, report, doc.job.doc_id, per_call=1)
+                except ProviderError as alone:
+                    if not alone.rejected_input:
+                        raise
+                    refused.append((doc, alone))
+        if not refused:
+            return
+        try:
+            self.kb.embed_documents(["Citewise checks that the embedding provider embeds a short text."])
+        except ProviderError:
+            raise error  # noqa: B904 - the refusal is the run's error; the probe's is its context
+        for doc, exc in refused:
+            self._fail(doc, batch, f"{doc.job.filename}: the embedding provider refused it: {exc}", report)
 
     def _fail(self, doc: _Doc, batch: _Batch, error: str, report: IngestReport) -> None:
         job = doc.job
