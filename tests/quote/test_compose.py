@@ -1314,6 +1314,7 @@ def test_a_list_question_gets_its_sections_table_although_a_prose_sentence_match
         # ... while a passive that says what the subject is still defines it
         ("A job is defined by a YAML file.", "job", True),
         ("A job is represented by a row in the jobs table.", "job", True),
+        ("Kafka is a platform developed by LinkedIn for event streams.", "Kafka", True),
         # bold that is a label, a bare bold line above a paragraph, or one name of a list defines nothing
         ("**Note:** quote mode is fast.", "quote mode", False),
         ("**Quote mode**", "quote mode", False),

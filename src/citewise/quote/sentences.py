@@ -147,7 +147,7 @@ def defines(text: str, subject: str) -> bool:
 
 # "X is supported by …", "X was (originally) developed and maintained by …": who is behind the subject, not what it is
 _BACKED_BY = (
-    r"(?:\w+\s+){0,2}?(?:supported|maintained|developed|built|created|written|backed|funded|sponsored|owned|"
+    r"(?:(?:\w+ly|also|now|still|being|jointly)\s+){0,2}(?:supported|maintained|developed|built|created|written|backed|funded|sponsored|owned|"
     r"operated|used|run|made|led|founded|incubated|powered|audited|designed|published|released|authored|hosted|"
     r"managed|governed|trusted|adopted)(?:\s+and\s+\w+)?\s+by\b"
 )
