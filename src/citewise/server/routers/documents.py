@@ -27,7 +27,7 @@ from typing import Annotated
 from fastapi import APIRouter, Depends, File, HTTPException, Query, Response, UploadFile, status
 from pydantic import BaseModel, create_model
 
-from citewise.errors import CitewiseError, ConfigError
+from citewise.errors import CitewiseError, ConfigError, HomeBusyError
 from citewise.ingest.pipeline import SUPPORTED_SUFFIXES, Ingestor, remove_document
 from citewise.server.auth import writes
 from citewise.server.deps import CallerDep, ServerState, StateDep
@@ -269,8 +269,14 @@ async def _outcome(state: ServerState, future: Future):
 
 def _log_failure(future: Future) -> None:
     error = None if future.cancelled() else future.exception()
-    if error is not None:
-        log.error("A queued write failed; its documents stay PENDING until the next write or restart: %s", error)
+    if isinstance(error, HomeBusyError):  # dropped at shutdown: the next start ingests them (said by the queue)
+        log.info("A queued write did not run: %s", error)
+    elif error is not None:
+        log.error(
+            "A queued write failed; its documents stay PENDING until the server starts again: %s",
+            error,
+            exc_info=None if isinstance(error, CitewiseError) else error,
+        )
 
 
 class _StagedUploads:
