@@ -45,6 +45,7 @@ bench: install
 	$(BIN)/python bench/bench_ingest.py
 	$(BIN)/python bench/bench_retrieval.py
 	$(BIN)/python bench/bench_latency.py
+	$(BIN)/python bench/bench_latency.py --no-sentences --name latency_no_sentences
 	$(BIN)/python bench/fit_quote_ranker.py
 	$(BIN)/python bench/fit_quote_decision.py --rerun
 	$(BIN)/python bench/bench_sentences.py

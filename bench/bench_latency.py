@@ -1,15 +1,18 @@
 """Retrieval latency (p50/p95 of `Retriever.search`, top_k=5, cache off) at 10k and 100k chunks, per mode.
 
-    .venv/bin/python bench/bench_latency.py [--sizes 10000 100000] [--queries 200] [--no-sentences]
+    .venv/bin/python bench/bench_latency.py [--sizes 10000 100000] [--queries 200] [--no-sentences] [--name NAME]
 
 The index is built directly with `LanceStore.replace_documents`, not through the ingest pipeline:
 - chunk text is 4-7 sentences sampled from the Somnia docs, so BM25 sees a realistic vocabulary and postings;
 - vectors are real all-MiniLM-L6-v2 embeddings of a few thousand distinct Somnia sentences (each chunk starts with
   its anchor sentence), tiled over the chunks with a small Gaussian perturbation and re-normalised. Embedding 100k
   chunks for real would take about two hours on this machine; the vector index only needs realistic geometry.
-- each chunk also gets its sentence vectors (`store.dense_scores`), one per sentence the ingest would pool
-  (`store.sentence_spans`), its chunk vector perturbed a little more and re-normalised, stored as an ingest stores
-  them: every search reads and scores them. `--no-sentences` leaves them out (an index built without them).
+- each chunk also gets its sentence vectors (`store.dense_scores`), one per sentence the ingest would pool from
+  its text (`store.sentence_spans`), its chunk vector perturbed a little more and re-normalised, stored as an ingest
+  stores them: every search reads and scores them. The sampled one-line texts split into fewer sentences (about 3
+  a chunk) than real pages do (about 6 on the Somnia docs), so this understates their cost. `--no-sentences`
+  leaves them out (an index built without them); `make bench` runs both, the second as
+  `--no-sentences --name latency_no_sentences`.
 Then `store.optimize()` builds the FTS index, and the ANN index (IVF-HNSW-SQ) once the table reaches
 `retrieval.ann_index_threshold` chunks, exactly as after an ingest. Queries are the 53 Somnia FAQ questions in
 four phrasings; every timed call embeds its query (the model is warm). Besides the end-to-end figures, the parts

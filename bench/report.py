@@ -205,8 +205,9 @@ def latency_section(r: dict | None, without: dict | None = None) -> list[str]:
             dict.fromkeys(f"{s.get('sentence_vectors_per_chunk', 0):.1f}" for s in r["sizes"].values())
         )
         sentences = (
-            f" Each chunk also holds its sentence vectors, as an ingest stores them ({per_chunk} per chunk; "
-            f"{r['sentence_vectors']}), and every search reads and scores them."
+            f" Each chunk also holds its sentence vectors, one per sentence of its text ({per_chunk} per chunk, where "
+            f"real Somnia chunks have about 6, so their cost is understated; {r['sentence_vectors']}), and every "
+            "search reads and scores them."
         )
     lines += [
         f"`Retriever.search(top_k={r['top_k']})`, result cache off, {r['queries']} queries (the Somnia FAQ "
