@@ -156,18 +156,19 @@ class FakeOpenAI:
         """Distinct client connections seen (fewer than requests: keep-alive connections were reused)."""
         return len({r.client for r in self.requests})
 
-    def next_reply(self, body: dict[str, Any], client: tuple[str, int]) -> Reply | Fault:
+    def _take(self, body: dict[str, Any], client: tuple[str, int]) -> Reply | Fault | None:
+        """Record the request and take the next queued reply, if any."""
         with self._lock:
             self.requests.append(Recorded(time.monotonic(), body, client))
-            if self._script:
-                return self._script.pop(0)
-        return self.responder(body)
+            return self._script.pop(0) if self._script else None
+
+    def next_reply(self, body: dict[str, Any], client: tuple[str, int]) -> Reply | Fault:
+        queued = self._take(body, client)
+        return queued if queued is not None else self.responder(body)
 
     def next_embedding_fault(self, body: dict[str, Any], client: tuple[str, int]) -> Fault | None:
         """A queued Fault for this embeddings request, if any (a queued Reply means "answer normally")."""
-        with self._lock:
-            self.requests.append(Recorded(time.monotonic(), body, client))
-            queued = self._script.pop(0) if self._script else None
+        queued = self._take(body, client)
         return queued if isinstance(queued, Fault) else None
 
 
