@@ -242,7 +242,7 @@ def test_a_run_that_raised_carries_how_long_to_wait_in_its_error_event():
     table = EXIT_REASONS[ExitReason.RATE_LIMITED].retry_after_s
     assert _error_event(RateLimited(), "s").data == {
         "exit_reason": "RATE_LIMITED", "type": "rate_limited", "status": 429, "retryable": True, "session_id": "s",
-        "message": "The language model provider is rate limiting requests. Retry shortly.", "retry_after_s": table,
+        "message": "The model provider is rate limiting requests. Retry shortly.", "retry_after_s": table,
     }  # fmt: skip
     assert "retry_after_s" not in _error_event(ProviderError("boom"), "s").data
 

@@ -168,6 +168,22 @@ def test_an_embedding_provider_down_fails_the_upload_clearly_and_loses_nothing(t
         assert statuses == {"first.md": "INDEXED", "second.md": "PENDING"}
 
 
+def test_a_rate_limited_embedding_provider_is_a_429_that_says_so_and_loses_nothing(tmp_path, make_client, monkeypatch):
+    with FakeOpenAI() as fake:
+        settings = _vendor_settings(tmp_path, fake, monkeypatch, wait_s=60)
+        client = make_client(settings, kb=KnowledgeBase(settings))
+        fake.script(*[Fault(status=429, headers={"retry-after": "0"})] * 30)
+
+        response = _upload(client, "slow.md")
+        assert response.status_code == 429
+        assert response.json()["detail"] == "The model provider is rate limiting requests. Retry shortly."
+        assert int(response.headers["retry-after"]) >= 1
+        assert [d["status"] for d in client.get("/api/documents").json()] == ["PENDING"]
+
+        documented = client.get("/openapi.json").json()["paths"]["/api/documents"]["post"]["responses"]
+        assert {"429", "502", "504"} <= set(documented)  # what an embedding provider's failure answers
+
+
 def test_a_queued_upload_whose_provider_fails_is_logged_not_dropped(tmp_path, make_client, monkeypatch, caplog):
     with FakeOpenAI() as fake:
         settings = _vendor_settings(tmp_path, fake, monkeypatch, wait_s=0.5)

@@ -28,9 +28,9 @@ _ERROR_MAP: list[tuple[type[CitewiseError], int, str, str | None]] = [
     (IngestError, 422, "ingest_error", None),
     (HomeBusyError, 503, "home_busy", None),
     (RetrievalError, 503, "service_unavailable", "The document index is temporarily unavailable. Try again shortly."),
-    (RateLimited, 429, "rate_limited", "The language model provider is rate limiting requests. Retry shortly."),
-    (ProviderTimeout, 504, "provider_timeout", "The language model provider did not answer in time."),
-    # An upload's embedding call fails through here too: "model provider" covers both kinds of model.
+    # An upload's (or a question's) embedding call fails through these too: "model provider" covers both kinds.
+    (RateLimited, 429, "rate_limited", "The model provider is rate limiting requests. Retry shortly."),
+    (ProviderTimeout, 504, "provider_timeout", "The model provider did not answer in time."),
     (ProviderError, 502, "provider_error", "The model provider failed."),
     (CitewiseError, 500, "internal_error", "Internal server error."),
 ]

@@ -84,10 +84,10 @@ _ERROR_DESCRIPTIONS = {
     408: "The request body did not arrive within server.body_timeout_s",
     413: "The request body (or a file) is over its limit",
     415: "Unsupported file type",
-    429: "Rate limited (per key, per address, or failed authentications); see Retry-After",
+    429: "Rate limited (per key, per address, failed authentications, or by the model provider); see Retry-After",
     502: "The model provider (language or embedding model) failed",
     503: "The index or the server's setup is not available",
-    504: "The language model provider did not answer in time",
+    504: "The model provider (language or embedding model) did not answer in time",
 }
 
 

@@ -152,7 +152,7 @@ def _upload_dir(settings: Settings, owner: str) -> Path:
     summary="Upload documents and ingest them",
     dependencies=[Depends(writes)],
     responses={
-        **error_responses(400, 403, 415, 503),
+        **error_responses(400, 403, 415, 502, 503, 504),  # 502/504 (and 429): the embedding provider failed
         202: {"description": "Accepted; still being written after server.write_wait_s (documents PENDING)"},
     },
 )
