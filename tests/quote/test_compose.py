@@ -587,6 +587,41 @@ def test_selection_never_turns_an_answer_into_a_refusal():
     assert alone.text == "They apply to\nlanguage model calls, so quote mode ignores them. [1]"
 
 
+CACHE = chunk(
+    "Most stores tune for reads or for writes. The team built a cache that serves both. This keeps every Orbitron "
+    "lookup between 15 and 100 nanoseconds.\n\nOrbitron stores its index in a tree. That makes each Orbitron lookup "
+    "cheap.",
+    "cache.md",
+)
+
+
+def test_the_best_sentence_holding_the_value_is_quoted_though_it_points_back_at_an_off_topic_one():
+    """The sentence holding the value ("This keeps every Orbitron lookup between 15 and 100 nanoseconds") answers
+    "how fast …" although "This" points back at a sentence sharing no word with the question: quoted after that
+    sentence, in reading order, rather than passed over for a weaker pair that does ("That makes each … cheap")."""
+    answer = compose_quote_answer("How fast is an Orbitron lookup?", [(1, CACHE)], max_sentences=2)
+    assert answer.text == (
+        "The team built a cache that serves both. [1] This keeps every Orbitron lookup between 15 and 100 "
+        "nanoseconds. [1]"
+    )
+    assert answer.parts[0].signals["answer_type"] == 1.0  # the decision reads the sentence holding the value
+
+
+CHAINED = chunk(
+    "The team built a cache. It sits in front of the tree. This keeps every Orbitron lookup between 15 and 100 "
+    "nanoseconds.\n\nOrbitron stores its index in a tree. That makes each Orbitron lookup cheap.",
+    "cache.md",
+)
+
+
+def test_a_value_that_points_back_through_two_sentences_is_quoted_after_both_in_reading_order():
+    answer = compose_quote_answer("How fast is an Orbitron lookup?", [(1, CHAINED)], max_sentences=3)
+    assert answer.text == (
+        "The team built a cache. [1] It sits in front of the tree. [1] This keeps every Orbitron lookup between 15 "
+        "and 100 nanoseconds. [1]"
+    )
+
+
 BIOGRAPHY = chunk(
     "Dilip Joshi is an Indian film and television actor. He has appeared in a number of serials as well as films. "
     "He acts mostly in comedy and currently plays Jethalal Gada in Taarak Mehta Ka Ooltah Chashmah.",

@@ -466,7 +466,8 @@ def select(
 
     Sentences at least RELATIVE_CUTOFF as relevant as the best one, near-duplicates and lead-ins ("Run this:")
     dropped. A sentence that points back ("They …") joins only right after its predecessor, which must share a
-    question word; a navigation sentence ("See … for …") only when no other sentence is taken. Should nothing else
+    question word unless the sentence is the best candidate and holds what the question's kind wants (a value for
+    "how fast"); a navigation sentence ("See … for …") only when no other sentence is taken. Should nothing else
     remain, the best pointing-back sentence is quoted after all, with its predecessor when there is room.
     `skip`: what an earlier part of the question quoted, passed over here; `follows`: the last thing it quoted, which
     a sentence pointing back may follow."""
@@ -539,7 +540,12 @@ def select(
                 dangling.append(sentence)  # what it points back to was quoted by an earlier part, further up
                 continue
             if not anchored or not (
-                not heads or taken_before(heads, sentence) or any(h.terms & question_terms for h in heads)
+                not heads
+                or taken_before(heads, sentence)
+                or any(h.terms & question_terms for h in heads)
+                # the best candidate, holding what the question's kind wants ("This enables reads of IceDB in 15-100
+                # nanoseconds" for "how fast is IceDB?"): quoted after what it points back to, whatever that says
+                or (item.relevance >= best and item.features.get("kind", 0.0) > 0)
             ):
                 dangling.append(sentence)
                 continue
@@ -633,7 +639,8 @@ def _named(chosen: list[Sentence], chunks, question: Question, corpus: CorpusSta
 
 
 def _lead_with_answer(chosen: list[Sentence], question: Question, chunks) -> list[Sentence]:
-    """For a value or definition question, the sentence that holds the value (defines the subject) first."""
+    """For a value or definition question, the sentence that holds the value (defines the subject) first: the lead
+    the decision's signals read."""
     if question.kind == QuestionKind.VALUE:
         holder = next((s for s in chosen if not s.code and _new_values(s.text, question)), None)
     elif question.kind == QuestionKind.DEFINITION and question.subject:
@@ -643,6 +650,21 @@ def _lead_with_answer(chosen: list[Sentence], question: Question, chunks) -> lis
     if holder is None or holder is chosen[0]:
         return chosen
     return [holder, *[s for s in chosen if s is not holder]]
+
+
+def _chosen_chain(sentence: Sentence, chosen: Sequence[Sentence], chunks) -> list[Sentence]:
+    """The chosen sentences `sentence` points back through, in reading order: the unbroken run of its antecedents,
+    nearest first, that are all among `chosen` (none when it doesn't point back)."""
+    if sentence.code or not is_anaphoric(sentence.text):
+        return []
+    heads, _ = antecedents(sentence, chunks, lambda s: False, len(chosen))
+    by_key = {s.key: s for s in chosen}
+    chain: list[Sentence] = []
+    for head in reversed(heads):
+        if head.key not in by_key:
+            break
+        chain.insert(0, by_key[head.key])
+    return chain
 
 
 def _with_list(chosen: list[Sentence], chunks, limit: int) -> list[Sentence]:
@@ -998,7 +1020,9 @@ def compose(
     lead = chosen[0] if question.kind in (QuestionKind.VALUE, QuestionKind.DEFINITION) else None
     ordered = sorted(chosen, key=lambda s: (rank[s.slot], s.start))
     if lead is not None:
-        ordered = [lead, *[s for s in ordered if s.key != lead.key]]
+        group = [*_chosen_chain(lead, chosen, chunks), lead]  # "This enables …" after what "This" means
+        keys = {s.key for s in group}
+        ordered = [*group, *[s for s in ordered if s.key not in keys]]
     ordered = _unquoted(ordered, chunks, already, follows)
     quoted = [_span(s, chunks) for s in ordered]
     if not ordered:
