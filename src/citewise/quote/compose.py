@@ -653,8 +653,8 @@ def _lead_with_answer(chosen: list[Sentence], question: Question, chunks) -> lis
 
 
 def _chosen_chain(sentence: Sentence, chosen: Sequence[Sentence], chunks) -> list[Sentence]:
-    """The chosen sentences `sentence` points back through, in reading order: the unbroken run of its antecedents,
-    nearest first, that are all among `chosen` (none when it doesn't point back)."""
+    """The chosen sentences `sentence` points back through, in reading order: its antecedents, counted back from the
+    nearest while each is among `chosen` (none when it doesn't point back)."""
     if sentence.code or not is_anaphoric(sentence.text):
         return []
     heads, _ = antecedents(sentence, chunks, lambda s: False, len(chosen))
