@@ -40,10 +40,12 @@ def busy_home(home: Path) -> Iterator[None]:
         thread.join(30)
 
 
-def _settings(tmp_path: Path, **server) -> Settings:
+def _settings(tmp_path: Path, top: dict | None = None, **server) -> Settings:
+    """A home for these tests: `server` settings over the defaults here, `top` the other (top-level) ones."""
     return Settings(
         home=tmp_path / "home",
         server={"rate_limit_per_minute": 0, "log_questions": False, "write_wait_s": 0.5, **server},
+        **(top or {}),
     )
 
 
@@ -146,12 +148,8 @@ def test_shutdown_is_bounded_and_unfinished_uploads_resume_on_the_next_start(tmp
 
 def _vendor_settings(tmp_path: Path, fake, monkeypatch, wait_s: float) -> Settings:
     monkeypatch.setenv("OPENAI_API_KEY", "sk-anything")
-    return Settings(
-        home=tmp_path / "home",
-        embeddings="openai:fake-embed",
-        embeddings_base_url=fake.url,
-        server={"rate_limit_per_minute": 0, "log_questions": False, "write_wait_s": wait_s},
-    )
+    vendor = {"embeddings": "openai:fake-embed", "embeddings_base_url": fake.url}
+    return _settings(tmp_path, vendor, write_wait_s=wait_s)
 
 
 def test_an_embedding_provider_down_fails_the_upload_clearly_and_loses_nothing(tmp_path, make_client, monkeypatch):
