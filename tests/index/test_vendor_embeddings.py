@@ -132,6 +132,23 @@ def test_a_refused_text_in_a_document_spanning_commits_stops_reading_it(tmp_path
     assert kb.registry.list(status=DocStatus.FAILED)[0].filename == "long.md"
     assert not _texts(kb, "long.md", docs), "no part of the refused document stays searchable"
     assert report.indexed == 3
+    # The report counts what was written: not the chunks of long.md committed before its refusal, then deleted.
+    stored = len(list(kb.store.chunks()))
+    assert report.chunks_total == report.chunks_embedded == stored, (report, stored)
+
+
+def test_the_report_counts_no_chunk_of_a_refused_document(tmp_path, fake, monkeypatch):
+    kb = _kb(tmp_path, fake, monkeypatch, commit_every=512, chunk_size=200, chunk_overlap=0)
+    docs = _docs(tmp_path)
+    paragraphs = [f"Section {i} of the long page describes the kestrel setting number {i} in detail." for i in range(4)]
+    paragraphs[3] += " OVERSIZED"  # embedded one text a call, its first sections pass: the document fails anyway
+    (docs / "long.md").write_text("# Long\n\n" + "\n\n".join(paragraphs) + "\n")
+    fake.refuse_embedding = "OVERSIZED"
+
+    report = Ingestor(kb).ingest_paths([docs])
+    assert (report.indexed, report.failed) == (3, 1), report.failures
+    stored = len(list(kb.store.chunks()))
+    assert report.chunks_total == report.chunks_embedded == stored == 3, report
 
 
 def test_a_provider_that_refuses_every_text_stops_the_run_and_blames_no_document(tmp_path, fake, monkeypatch):

@@ -106,6 +106,9 @@ class _Doc:
     complete: bool = False
     committed: bool = False
     failed: bool = False  # by a commit (the provider refused its text): the rest of it is not read
+    # Its committed chunks as counted in the report: taken back out if it fails later (its chunks are deleted).
+    embedded: int = 0
+    reused: int = 0
 
 
 _Stored = tuple[np.ndarray, "np.ndarray | None"]
@@ -216,6 +219,7 @@ class Ingestor:
         self._fingerprint = self.settings.ingest_fingerprint()
         self._known: set[str] = set()  # doc ids the registry had when this run started
         self._pools_sentences = False  # whether chunks get sentence vectors: set per run (`_run`)
+        self._texts_embedded = 0  # for the progress line: texts embedded this run, kept or not
 
     # -- entry points ------------------------------------------------------------------------------------------
     def ingest_paths(
@@ -392,6 +396,7 @@ class Ingestor:
         # Asked once, before anything changes: it reads the model's config, and a model that is gone must stop the
         # run here, not fail (and empty) each document it meets.
         self._pools_sentences = self.kb.pools_sentences
+        self._texts_embedded = 0
 
         registry.upsert(self._record(job, DocStatus.PENDING) for job in todo)
         try:
@@ -499,8 +504,16 @@ class Ingestor:
             sentences=[matrix for _, matrix in stored],
         )
         report.commits += 1
+        docs = {d.job.doc_id: d for d in batch.docs}
+        for chunk in batch.chunks:
+            doc = docs[chunk.doc_id]
+            if chunk.chunk_id in reused:
+                doc.reused += 1
+                report.chunks_reused += 1
+            else:
+                doc.embedded += 1
+                report.chunks_embedded += 1
         report.chunks_total += len(batch.chunks)
-        report.chunks_reused += sum(c.chunk_id in reused for c in batch.chunks)
         for doc in batch.docs:
             doc.committed = True
         done = [d for d in batch.docs if d.complete]
@@ -520,7 +533,9 @@ class Ingestor:
         # roughly similar length (characters here; it sorts by tokens within), and report progress per call.
         missing.sort(key=lambda item: item[1])
         size = per_call or max(_TEXTS_PER_CALL, self.settings.ingest.embed_batch_size)
-        embedded = report.chunks_embedded
+        # Progress counts the texts embedded so far; the report counts only the chunks written (`_commit`): not
+        # those of a document the provider then refuses.
+        embedded = self._texts_embedded
         for start in range(0, len(missing), size):
             if self._should_stop():  # checked per embedder call: a server shutdown waits for one call, not a batch
                 raise _Interrupted
@@ -528,8 +543,8 @@ class Ingestor:
             vectors, sentences = self.kb.embed_chunks([batch.chunks[i] for i, _ in part])
             for (i, _), vector, matrix in zip(part, vectors, sentences, strict=True):
                 batch.vectors[i] = (vector, matrix)
-            report.chunks_embedded += len(part)
-            self.progress("embed", report.chunks_embedded, embedded + len(missing))
+            self._texts_embedded += len(part)
+            self.progress("embed", self._texts_embedded, embedded + len(missing))
 
     def _embed_each_document(self, batch: _Batch, report: IngestReport, error: ProviderError) -> None:
         """After the provider refused part of a batch: embed it one document at a time, and a refused document one
@@ -567,6 +582,9 @@ class Ingestor:
         # Stale chunks of a file that is now broken must not keep answering; nor may part of a big one.
         if job.doc_id in self._known or doc.committed:
             self.kb.store.delete_documents([job.doc_id])
+        report.chunks_total -= doc.embedded + doc.reused  # deleted: the report counts the chunks written
+        report.chunks_embedded -= doc.embedded
+        report.chunks_reused -= doc.reused
         self.kb.registry.upsert([self._record(job, DocStatus.FAILED, error=error)])
 
     def _prune(self, roots: list[Path], keep: set[str]) -> int:
