@@ -765,9 +765,9 @@ class Settings(BaseSettings):
             "chunk_overlap": self.ingest.chunk_overlap,
             "max_block_chars": self.ingest.max_block_chars,
             "base_url": self.ingest.base_url,
-            # bump when chunking, what the loaders keep of a file (3: no image addresses) or what the full-text
-            # index sees (store.search_text) changes
-            "chunker": 3,
+            # bump when chunking, what the loaders keep of a file (3: no image addresses; 4: nor those of a picture
+            # whose alt text holds a code span) or what the full-text index sees (store.search_text) changes
+            "chunker": 4,
             # Sentence vectors beside each chunk's (store.dense_scores): an index built before them, or with them
             # turned off, is re-processed by its next ingest (see `KnowledgeBase.pools_sentences`).
             "vectors": 2 if self.ingest.sentence_vectors else 1,

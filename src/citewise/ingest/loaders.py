@@ -304,7 +304,16 @@ def _myst_role(name: str, content: str) -> str:
 
 
 def _without_pictures(text: str) -> str:
-    return _EMPTY_LINK.sub("", _IMAGE.sub(lambda m: m.group(1).strip(), text))
+    """Pictures as their alt text and empty links as nothing, outside code spans ("`![alt](src)` is the syntax"
+    keeps its example), though a picture's alt text may hold a code span of its own ("![The `run` button](b.png)")."""
+    text = _sub_outside_code_spans(_IMAGE, lambda m: m.group(1).strip(), text)
+    return _sub_outside_code_spans(_EMPTY_LINK, lambda m: "", text)
+
+
+def _sub_outside_code_spans(pattern: re.Pattern, replace, text: str) -> str:
+    """`pattern.sub(replace, text)` for the matches that start outside every code span of `text`."""
+    spans = [m.span() for m in _CODE_SPAN.finditer(text)]
+    return pattern.sub(lambda m: m.group(0) if any(a <= m.start() < b for a, b in spans) else replace(m), text)
 
 
 def _outside_code_spans(text: str, change) -> str:
@@ -507,7 +516,7 @@ def _markdown_blocks(
 
     def add(kind: BlockKind, text: str) -> None:
         if kind == BlockKind.TEXT:
-            text = _outside_code_spans(text, _without_pictures)
+            text = _without_pictures(text)
             text = _unescape_markdown(_myst_roles(textwrap.dedent(text))).strip()
             if not _WORD.search(text):  # leftover markup ("---", a lone ">") says nothing
                 return
