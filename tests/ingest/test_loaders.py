@@ -560,6 +560,7 @@ def test_pictures_read_as_their_alt_text_and_empty_links_as_nothing():
         "Start here [](/get-started/install) and read [the guide](guide.md).\n\n"
         "Write `![alt](src.png)` for a picture; `[](x)` is an empty link.\n\n"
         f"Press ![the `run` button]({proxy}) to start.\n\n"
+        "A span that opens in the brackets is code: ![a `b](c.png) d` e.\n\n"
         "```md\n![](kept-in-code.png)\n```\n"
     )
     blocks = parse_markdown(text, source="s", filename="intro.md").blocks
@@ -569,6 +570,7 @@ def test_pictures_read_as_their_alt_text_and_empty_links_as_nothing():
         "Start here and read [the guide](guide.md).",
         "Write `![alt](src.png)` for a picture; `[](x)` is an empty link.",  # examples in code spans stay
         "Press the `run` button to start.",  # a code span in the alt text, not around the picture
+        "A span that opens in the brackets is code: ![a `b](c.png) d` e.",
     ]
     assert "gitbook" not in " ".join(b.text for b in blocks)
     assert [b.text for b in blocks if b.kind == BlockKind.CODE] == ["```md\n![](kept-in-code.png)\n```"]

@@ -311,9 +311,18 @@ def _without_pictures(text: str) -> str:
 
 
 def _sub_outside_code_spans(pattern: re.Pattern, replace, text: str) -> str:
-    """`pattern.sub(replace, text)` for the matches that start outside every code span of `text`."""
+    """`pattern.sub(replace, text)` for the matches no code span of `text` overlaps, but for spans inside a match's
+    first group (a picture's alt text): "![a `b](c.png) d` e" is a code span, not a picture, in CommonMark."""
     spans = [m.span() for m in _CODE_SPAN.finditer(text)]
-    return pattern.sub(lambda m: m.group(0) if any(a <= m.start() < b for a, b in spans) else replace(m), text)
+
+    def inside_group(m: re.Match, a: int, b: int) -> bool:
+        return bool(m.re.groups) and m.start(1) <= a and b <= m.end(1)
+
+    def sub(m: re.Match) -> str:
+        crossed = any(a < m.end() and m.start() < b and not inside_group(m, a, b) for a, b in spans)
+        return m.group(0) if crossed else replace(m)
+
+    return pattern.sub(sub, text)
 
 
 def _outside_code_spans(text: str, change) -> str:
