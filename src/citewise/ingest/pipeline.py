@@ -67,7 +67,7 @@ class IngestReport(BaseModel):
     unchanged: int = 0
     failed: int = 0
     pruned: int = 0
-    chunks_total: int = 0  # chunks of the documents written this run
+    chunks_total: int = 0  # chunks written this run (those of a document that failed later taken back out)
     chunks_embedded: int = 0  # of those, how many needed the embedding model
     chunks_reused: int = 0  # of those, how many reused a stored vector
     commits: int = 0  # commits to the index (a big document takes several)
@@ -486,7 +486,7 @@ class Ingestor:
             return
         reused = {c.chunk_id for c, v in zip(batch.chunks, batch.vectors, strict=True) if v is not None}
         try:
-            self._embed(batch, report)
+            self._embed(batch)
         except ProviderError as exc:
             # Any other provider failure stops the run (its documents stay PENDING for the next one). A refused
             # input would be refused again on every run: find the documents it came from, and fail those alone.
@@ -520,7 +520,7 @@ class Ingestor:
         self.kb.registry.upsert(self._record(d.job, DocStatus.INDEXED, title=d.title, chunk_count=d.made) for d in done)
         report.indexed += len(done)
 
-    def _embed(self, batch: _Batch, report: IngestReport, doc_id: str | None = None, per_call: int = 0) -> None:
+    def _embed(self, batch: _Batch, doc_id: str | None = None, per_call: int = 0) -> None:
         """Embed the batch's chunks that have no vector yet (only `doc_id`'s, when given; `per_call` texts a call,
         when given)."""
         missing = [
@@ -554,12 +554,12 @@ class Ingestor:
         refused: list[tuple[_Doc, ProviderError]] = []
         for doc in list(batch.docs):
             try:
-                self._embed(batch, report, doc.job.doc_id)
+                self._embed(batch, doc.job.doc_id)
             except ProviderError as exc:
                 if not exc.rejected_input:
                     raise
                 try:
-                    self._embed(batch, report, doc.job.doc_id, per_call=1)
+                    self._embed(batch, doc.job.doc_id, per_call=1)
                 except ProviderError as alone:
                     if not alone.rejected_input:
                         raise
@@ -585,6 +585,7 @@ class Ingestor:
         report.chunks_total -= doc.embedded + doc.reused  # deleted: the report counts the chunks written
         report.chunks_embedded -= doc.embedded
         report.chunks_reused -= doc.reused
+        doc.embedded = doc.reused = 0
         self.kb.registry.upsert([self._record(job, DocStatus.FAILED, error=error)])
 
     def _prune(self, roots: list[Path], keep: set[str]) -> int:
