@@ -792,6 +792,40 @@ def test_how_do_i_gets_the_ranker_s_best_command_even_when_it_repeats_no_questio
     assert "--home" not in answer.text
 
 
+def test_the_command_is_not_introduced_by_the_last_item_of_a_list_about_other_things():
+    limits = chunk(
+        "## Limits\n\n"
+        "Orbitron bounds what one request may cost.\n\n"
+        "- **Body size.** The JSON endpoints take at most 1 MB.\n"
+        "- **Time.** A body not complete within 60 s is answered `408`.\n"
+        "- **Methods.** A method an endpoint does not take is `405` with the `Allow` header.\n\n"
+        "```bash\nexport ORBITRON_SERVER__RATE_LIMIT_PER_MINUTE=120\n```\n",
+        "server.md",
+        chapter="Server > Limits",
+    )
+    other = chunk(
+        "## Rate limits\n\nEach client may make a number of requests per minute; past it, requests get `429`.\n",
+        "limits.md",
+        chapter="Rate limits",
+        dense=0.6,
+    )
+    answer = compose_quote_answer("How do I set the rate limit per minute?", [(1, limits), (2, other)])
+    assert "RATE_LIMIT_PER_MINUTE=120" in answer.text
+    assert "Methods" not in answer.text and "405" not in answer.text
+
+
+def test_a_numbered_step_still_introduces_the_command_under_it():
+    steps = chunk(
+        "## Running\n\nOrbitron runs as a daemon.\n\n1. Open a terminal first.\n2. Then bring it up.\n\n"
+        "```bash\norbitrond --serve --port 7433\n```\n",
+        "run.md",
+        chapter="Running",
+    )
+    answer = compose_quote_answer("How do I run the Orbitron daemon on port 7433?", [(1, steps)])
+    assert "Then bring it up." in answer.text
+    assert answer.text.index("Then bring it up.") < answer.text.index("orbitrond --serve")
+
+
 def test_the_ranker_s_best_command_counts_only_when_it_ranks_among_the_first_candidates():
     # A block that clears the relative cut-off far down the ranking (a DAO page's `address public owner;` for "How do
     # I deploy a contract with Hardhat?") is no command worth quoting; ranked second, the same block is.

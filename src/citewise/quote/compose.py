@@ -716,7 +716,10 @@ def _steps(top: Sentence, chosen: list[Sentence], chunks, limit: int) -> list[Se
 
 def _introducing(block: Sentence, chunks) -> Sentence | None:
     """The sentence right before a code block in its passage, when only a short label or nothing lies between and it
-    is no heading: what the block does ("To keep two indexes, give each its own data directory:")."""
+    is no heading: what the block does ("To keep two indexes, give each its own data directory:"). Not the last item
+    of a bulleted list about other things ("- **Methods.** A method an endpoint does not take is `405`." over an
+    `export …RATE_LIMIT…` line): such an item introduces the block only when it ends with ":" or shares a word with
+    it. A numbered item is a step, and the block under it is how it is done."""
     text = chunks[block.slot][1].text
     before = [s for s in candidates([chunks[block.slot]]) if not s.code and not s.header and s.end <= block.start]
     if not before:
@@ -724,6 +727,10 @@ def _introducing(block: Sentence, chunks) -> Sentence | None:
     last = before[-1]
     between = text[last.end : block.start]
     if len(between.split()) >= 4 or re.search(r"^\s*#", between, re.M) or is_fragment(last):
+        return None
+    marker = text[text.rfind("\n", 0, last.start) + 1 : last.start]  # "- ", "1. " or nothing
+    bullet = last.step and not re.match(r"\s*\d+[.)]", marker)
+    if bullet and not last.text.rstrip("*_ ").endswith(":") and not last.terms & block.terms:
         return None
     return Sentence(block.slot, block.n, last.start, last.end, last.text, last.terms, index=last.index, step=last.step)
 
