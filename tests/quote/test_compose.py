@@ -814,6 +814,27 @@ def test_the_command_is_not_introduced_by_the_last_item_of_a_list_about_other_th
     assert "Methods" not in answer.text and "405" not in answer.text
 
 
+def test_the_tail_of_a_sentence_the_chunk_overlap_cut_is_never_quoted_as_an_antecedent():
+    # The chunk starts inside "Quote mode first reads what the question asks:"; the list item after it points back
+    # ("its kind"), and its antecedent would be half a sentence.
+    cut = chunk(
+        "mode first reads what the question asks:\n\n"
+        '- its **kind**: a definition, a procedure ("How do I change the port?") or a value;\n'
+        "- its **subject**: what the question is about.\n",
+        "answers.md",
+        chapter="Answers > Quote mode",
+    ).model_copy(update={"chunk_index": 1})
+    port = chunk(
+        "## Port in use\n\nStop the other process, or use another port:\n\n```bash\norbitron serve --port 8080\n```\n",
+        "troubleshooting.md",
+        chapter="Troubleshooting > Port in use",
+        dense=0.6,
+    )
+    answer = compose_quote_answer("How do I change the port?", [(1, cut), (2, port)])
+    assert "--port 8080" in answer.text
+    assert "mode first reads" not in answer.text
+
+
 def test_a_numbered_step_still_introduces_the_command_under_it():
     steps = chunk(
         "## Running\n\nOrbitron runs as a daemon.\n\n1. Open a terminal first.\n2. Then bring it up.\n\n"

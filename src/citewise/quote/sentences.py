@@ -491,6 +491,8 @@ def predecessor(sentence: Sentence, chunks: Sequence[tuple[int, ScoredChunk]]) -
     between = text[end : sentence.start]
     if FENCE_RE.search(between) or re.search(r"^\s*(?:#{1,6}\s|```|~~~)", between, re.M):
         return None
+    if len(before) == 1 and chunks[sentence.slot][1].chunk_index > 0 and _continues_previous_chunk(text[start:end]):
+        return None  # the tail of a sentence the chunk overlap cut ("mode first reads what the question asks:")
     start = _after_answer_label(text, start, end)  # the same span as its candidate, so it is seen as taken
     words = text[start:end]
     return Sentence(sentence.slot, sentence.n, start, end, words, frozenset(content_terms(words)))
