@@ -792,13 +792,21 @@ def test_how_do_i_gets_the_ranker_s_best_command_even_when_it_repeats_no_questio
     assert "--home" not in answer.text
 
 
-def test_the_command_is_not_introduced_by_the_last_item_of_a_list_about_other_things():
+@pytest.mark.parametrize(
+    "methods",
+    [
+        "- **Methods.** A method an endpoint does not take is `405` with the `Allow` header.",
+        # wrapped: the item's last sentence starts on a line of its own, under the marker's line
+        "- **Methods.** Methods are checked first.\n  A method an endpoint does not take is `405` with the `Allow`.",
+    ],
+)
+def test_the_command_is_not_introduced_by_the_last_item_of_a_list_about_other_things(methods):
     limits = chunk(
         "## Limits\n\n"
         "Orbitron bounds what one request may cost.\n\n"
         "- **Body size.** The JSON endpoints take at most 1 MB.\n"
         "- **Time.** A body not complete within 60 s is answered `408`.\n"
-        "- **Methods.** A method an endpoint does not take is `405` with the `Allow` header.\n\n"
+        f"{methods}\n\n"
         "```bash\nexport ORBITRON_SERVER__RATE_LIMIT_PER_MINUTE=120\n```\n",
         "server.md",
         chapter="Server > Limits",
@@ -833,6 +841,24 @@ def test_the_tail_of_a_sentence_the_chunk_overlap_cut_is_never_quoted_as_an_ante
     answer = compose_quote_answer("How do I change the port?", [(1, cut), (2, port)])
     assert "--port 8080" in answer.text
     assert "mode first reads" not in answer.text
+
+
+def test_the_tail_of_a_sentence_the_chunk_overlap_cut_is_no_label_either():
+    # "…the default port of the daemon" cut after its first words reads like a label over its value "7433".
+    cut = chunk(
+        "default port of the daemon\n\n7433\n\nThe journal lives under `/var/lib/orbitron`.\n",
+        "reference.md",
+        chapter="Reference",
+    ).model_copy(update={"chunk_index": 1})
+    daemon = chunk(
+        "## Daemon\n\nThe Orbitron daemon listens on port 7433 unless told otherwise.\n",
+        "daemon.md",
+        chapter="Daemon",
+        dense=0.6,
+    )
+    answer = compose_quote_answer("What is the default port of the daemon?", [(1, cut), (2, daemon)])
+    assert "listens on port 7433" in answer.text
+    assert "default port of the daemon" not in answer.text
 
 
 def test_a_numbered_step_still_introduces_the_command_under_it():

@@ -35,6 +35,7 @@ from citewise.quote.sentences import (
     is_introduction,
     is_navigation,
     is_shouting,
+    item_marker,
     label_row,
     link_targets,
     link_words,
@@ -718,8 +719,8 @@ def _introducing(block: Sentence, chunks) -> Sentence | None:
     """The sentence right before a code block in its passage, when only a short label or nothing lies between and it
     is no heading: what the block does ("To keep two indexes, give each its own data directory:"). Not the last item
     of a bulleted list about other things ("- **Methods.** A method an endpoint does not take is `405`." over an
-    `export …RATE_LIMIT…` line): such an item introduces the block only when it ends with ":" or shares a word with
-    it. A numbered item is a step, and the block under it is how it is done."""
+    `export …RATE_LIMIT…` line), on the marker's line or a wrapped one: such an item introduces the block only when
+    it ends with ":" or shares a word with it. A numbered item is a step, and the block under it is how it is done."""
     text = chunks[block.slot][1].text
     before = [s for s in candidates([chunks[block.slot]]) if not s.code and not s.header and s.end <= block.start]
     if not before:
@@ -728,8 +729,8 @@ def _introducing(block: Sentence, chunks) -> Sentence | None:
     between = text[last.end : block.start]
     if len(between.split()) >= 4 or re.search(r"^\s*#", between, re.M) or is_fragment(last):
         return None
-    marker = text[text.rfind("\n", 0, last.start) + 1 : last.start]  # "- ", "1. " or nothing
-    bullet = last.step and not re.match(r"\s*\d+[.)]", marker)
+    marker = item_marker(text, last.start)
+    bullet = marker is not None and not marker[0].isdigit()
     if bullet and not last.text.rstrip("*_ ").endswith(":") and not last.terms & block.terms:
         return None
     return Sentence(block.slot, block.n, last.start, last.end, last.text, last.terms, index=last.index, step=last.step)

@@ -153,16 +153,35 @@ _BACKED_BY = (
 )
 
 
-def _continues_previous_chunk(text: str) -> bool:
-    """A chunk's first sentence that starts in lower case or on punctuation is the tail of a sentence cut by the
-    chunk overlap ("words, it refuses."), not a sentence of its own."""
-    first = text.lstrip()[:1]
+def _cut_head(chunk: ScoredChunk, spans: Sequence[tuple[int, int]]) -> bool:
+    """Whether the chunk's first sentence is the tail of a sentence cut by the chunk overlap ("words, it refuses."):
+    it starts in lower case or on punctuation, in a chunk after a document's first. Never quoted, nor taken for what
+    a later sentence points back to."""
+    if chunk.chunk_index == 0 or not spans:
+        return False
+    first = chunk.text[spans[0][0] : spans[0][1]].lstrip()[:1]
     return bool(first) and (first.islower() or first in ",;:)]}.")
 
 
 def _is_list_item(text: str, start: int) -> bool:
     line_start = text.rfind("\n", 0, start) + 1
     return bool(re.match(r"\s*(?:[-*+•]|\d+[.)])\s+", text[line_start : start + 1]))
+
+
+def item_marker(text: str, pos: int) -> str | None:
+    """The marker ("-", "*", "1.") of the list item the text at `pos` belongs to, read on its first line, which may
+    be a line or more above (a wrapped item); None outside a list item."""
+    line_start = text.rfind("\n", 0, pos) + 1
+    while True:
+        marker = _ITEM_START_RE.match(text, line_start)
+        if marker:
+            return marker.group(0).strip()
+        if line_start == 0:
+            return None
+        above = text.rfind("\n", 0, line_start - 1) + 1
+        if not text[above:line_start].strip():
+            return None  # a blank line: the paragraph starts below it, and it is no item
+        line_start = above
 
 
 _TABLE_ROW_RE = re.compile(r"^[ \t]*\|.*\|[ \t]*$")
@@ -447,7 +466,8 @@ def candidates(chunks: Sequence[tuple[int, ScoredChunk]], *, code: bool = False)
     for slot, (n, chunk) in enumerate(chunks):
         first = len(sentences)
         spans = split_sentences(chunk.text)
-        for start, end, header in _label_runs(chunk.text, spans):
+        cut = _cut_head(chunk, spans)  # the chunker's overlap began mid-sentence: quoting it would quote half of one
+        for start, end, header in _label_runs(chunk.text, spans[1:] if cut else spans):
             text = chunk.text[start:end]
             terms = frozenset(content_terms(text))
             sentences.append(Sentence(slot, n, start, end, text, terms, index=-1, header=header, label=True))
@@ -464,8 +484,8 @@ def candidates(chunks: Sequence[tuple[int, ScoredChunk]], *, code: bool = False)
             text = chunk.text[start:end]
             if len(text.split()) < MIN_SENTENCE_WORDS and not (len(text.split()) >= 2 and _short_value(text)):
                 continue
-            if index == 0 and chunk.chunk_index > 0 and _continues_previous_chunk(text):
-                continue  # the chunker's overlap began mid-sentence: quoting it would quote half a sentence
+            if index == 0 and cut:
+                continue
             if is_furniture(text):
                 continue  # page furniture (breadcrumbs, "Previous / Next" links, "Last updated …"): never an answer
             step = _is_list_item(chunk.text, start)
@@ -491,7 +511,7 @@ def predecessor(sentence: Sentence, chunks: Sequence[tuple[int, ScoredChunk]]) -
     between = text[end : sentence.start]
     if FENCE_RE.search(between) or re.search(r"^\s*(?:#{1,6}\s|```|~~~)", between, re.M):
         return None
-    if len(before) == 1 and chunks[sentence.slot][1].chunk_index > 0 and _continues_previous_chunk(text[start:end]):
+    if len(before) == 1 and _cut_head(chunks[sentence.slot][1], before):
         return None  # the tail of a sentence the chunk overlap cut ("mode first reads what the question asks:")
     start = _after_answer_label(text, start, end)  # the same span as its candidate, so it is seen as taken
     words = text[start:end]
