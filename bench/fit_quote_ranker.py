@@ -30,9 +30,10 @@ import numpy as np
 import fit_quote_decision
 import quote_data
 from _common import ROOT, write_result
+from citewise.agent.quote_policy import quote_search_depth
 from citewise.index.knowledge_base import KnowledgeBase
 from citewise.index.retriever import Retriever, apply_corrections
-from citewise.quote import analyse
+from citewise.quote import analyse, readable
 from citewise.quote.compose import RANKER_FEATURES, score
 from citewise.quote.question import Question as Analysed
 
@@ -47,14 +48,14 @@ def candidates(name: str) -> list[tuple[str, np.ndarray, np.ndarray]]:
     home = quote_data.build_home(spec.corpus())
     settings = quote_data.settings_for(home)
     retriever = Retriever(KnowledgeBase(settings))
-    depth = max(settings.agent.search_top_k, settings.quote.passages)
+    depth = quote_search_depth(settings)
     out = []
     for q in spec.questions():
         strings = q.expect_any or [s for group in q.expect_all for s in group]
         if not q.answerable or not strings:
             continue
         result = retriever.search(q.question, top_k=depth)
-        chunks = [(i + 1, c) for i, c in enumerate(result.chunks[: settings.quote.passages])]
+        chunks = readable([(i + 1, c) for i, c in enumerate(result.chunks)], settings.quote.passages)
         if not chunks:
             continue
         question: Analysed = analyse(apply_corrections(q.question, result.corrections))

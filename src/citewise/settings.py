@@ -226,7 +226,13 @@ class QuoteSettings(BaseModel):
 
     max_sentences: int = Field(4, ge=1, le=20, description="Most sentences in one answer (steps of a procedure count).")
     passages: int = Field(
-        5, ge=1, le=10, description="Passages read per search (per part of a multi-part question) to quote from."
+        5,
+        ge=1,
+        le=10,
+        description=(
+            "Passages read per search (per part of a multi-part question) to quote from: the first that hold anything "
+            "to quote (a passage of page furniture alone gives way to the next)."
+        ),
     )
     weights: dict[str, float] = Field(
         default_factory=lambda: dict(_fitted("weights")),

@@ -266,6 +266,17 @@ def test_a_pointer_to_another_page_is_followed_instead_of_quoted(tmp_path, make_
     assert pointed and pointed[0].data["args"]["filename"] == "answers.md"
 
 
+@pytest.mark.parametrize(
+    ("overrides", "deepest"),
+    [({}, 10), ({"quote": {"passages": 8}}, 10), ({"retrieval": {"max_top_k": 6}}, 6)],
+)
+def test_quote_mode_searches_twice_as_deep_as_it_reads_within_the_retriever_s_limit(make_agent, overrides, deepest):
+    answer = make_agent(**overrides).ask(WORKER_QUESTION)
+    assert answer.status == Status.SUCCESS and "twelve threads" in answer.answer
+    searches = [e.data["args"]["top_k"] for e in answer.trace if e.type == "tool_call"]
+    assert searches and max(searches) == deepest
+
+
 def test_a_numbered_record_is_answered_from_that_record_only(tmp_path, make_agent, embedder):
     """The 'enclosure 417' regression: passages about other enclosures are on topic, cited, and wrong."""
     from citewise.index.knowledge_base import KnowledgeBase

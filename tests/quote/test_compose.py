@@ -861,6 +861,22 @@ def test_the_tail_of_a_sentence_the_chunk_overlap_cut_is_no_label_either():
     assert "default port of the daemon" not in answer.text
 
 
+def test_passages_of_page_furniture_alone_give_way_to_the_next_ones():
+    # A scraped page's "Copy" button and breadcrumbs above its first heading make a passage that matches a question
+    # by its title and headings and offers nothing to quote: quote mode reads the next passage instead.
+    furniture = [
+        chunk("Copy\n\n1. [Guides](/guides)\n2. [Widgets](/guides/widgets)\n", f"widgets{i}.md", chapter="Widgets")
+        for i in range(5)
+    ]
+    widget = chunk(
+        "## Widgets\n\nA widget is a small panel that shows one metric of the Orbitron daemon.\n",
+        "widget.md",
+        chapter="Widgets",
+    )
+    answer = compose_quote_answer("What is a widget?", [(i + 1, c) for i, c in enumerate([*furniture, widget])])
+    assert answer.text == "A widget is a small panel that shows one metric of the Orbitron daemon. [6]"
+
+
 def test_a_numbered_step_still_introduces_the_command_under_it():
     steps = chunk(
         "## Running\n\nOrbitron runs as a daemon.\n\n1. Open a terminal first.\n2. Then bring it up.\n\n"

@@ -103,7 +103,9 @@ class AnswerBuilder:
             closest_sections=closest_sections(sources) if refused else [],
             empty_retrieval=bool(state.get("empty_retrieval")) and state.get("searches", 0) > 0,
             retrieval_failure=ending.retrieval_failure,
-            conflicting_info=find_conflicts(sources, newest_rule=bool(constraints.get("newest_dated_rule"))),
+            conflicting_info=find_conflicts(
+                self._conflict_sources(state, sources), newest_rule=bool(constraints.get("newest_dated_rule"))
+            ),
             determinism=determinism(self.input_payload(state), text, citations, reason),
             trace=[TraceEvent(**e) for e in trace] if request.trace else [],
             session_id=request.session_id,
@@ -113,6 +115,15 @@ class AnswerBuilder:
         if request.question.strip():
             out["messages"] = [ai(text)]  # the conversation keeps the answer the user saw
         return out
+
+    @staticmethod
+    def _conflict_sources(state: AgentState, sources: list[ScoredChunk]) -> list[ScoredChunk]:
+        """What conflicts are looked for in: everything the run found, but in quote mode only the passages it read
+        (its searches return twice as many, `quote_search_depth`, for the readable ones to be among them)."""
+        if state["request"].mode != AnswerMode.QUOTE:
+            return sources
+        opened = set(state.get("opened") or [])
+        return [chunk for chunk in sources if chunk.chunk_id in opened]
 
     def _with_revisions(self, citations: list[Citation]) -> list[Citation]:
         """Each citation of a document synced from Git carries the commit it was read at (from its registry row)."""

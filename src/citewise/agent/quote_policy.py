@@ -32,6 +32,12 @@ def _quote(state: AgentState) -> bool:
     return state["request"].mode == AnswerMode.QUOTE
 
 
+def quote_search_depth(settings: Settings) -> int:
+    """Passages a quote-mode search returns: twice the `quote.passages` it reads (`quote.readable`: a passage of page
+    furniture alone gives way to the next), at least `agent.search_top_k`, at most what the retriever allows."""
+    return min(settings.retrieval.max_top_k, max(settings.agent.search_top_k, 2 * settings.quote.passages))
+
+
 class QuotePolicy:
     """What quote mode does on its turn, bound to the settings and to the retriever (for corpus statistics)."""
 
@@ -41,9 +47,10 @@ class QuotePolicy:
 
     def search_depth(self, state: AgentState) -> int:
         """Passages a search returns: quote mode reads `quote.passages` of them (it weighs every sentence; a model
-        reads what it is shown, so agent mode keeps `agent.search_top_k`)."""
+        reads what it is shown, so agent mode keeps `agent.search_top_k`), the first that hold something to quote
+        (`quote_search_depth`)."""
         if _quote(state):
-            return max(self.settings.agent.search_top_k, self.settings.quote.passages)
+            return quote_search_depth(self.settings)
         return self.settings.agent.search_top_k
 
     def turn(self, state: AgentState) -> dict[str, Any]:
@@ -142,23 +149,19 @@ class QuotePolicy:
         corrections = state.get("corrections") or {}
         queries = self.part_queries(state)
         questions = queries[1:] if len(queries) > 1 else queries
-        limit = self.settings.quote.passages
         parts: list[Part] = []
-        read: list[str] = []
         quote = _quote(state)
         for query in questions:
             ids = results.get(query[:MAX_QUERY_CHARS]) or results.get(request.question.strip()[:MAX_QUERY_CHARS])
             if ids is None or not quote:  # an agent run's searches: everything it gathered, opened passages first
                 opened = set(state.get("opened") or [])
-                ordered = sorted(numbered.values(), key=lambda nc: (nc[1].chunk_id not in opened, nc[0]))
-                chunks = ordered[:limit]
+                chunks = sorted(numbered.values(), key=lambda nc: (nc[1].chunk_id not in opened, nc[0]))
             else:
                 prefix = result_key(query[:MAX_QUERY_CHARS], "\x00").split("\x00")[0]  # "<query> [in "
                 followed = [i for key, found in results.items() if key.startswith(prefix) for i in found]
                 pointed = [numbered[i] for i in dict.fromkeys(followed) if i in numbered]
                 own = [numbered[i] for i in ids if i in numbered and i not in followed]
                 chunks = pointed + own
-            read += [c.chunk_id for _, c in chunks]
             profile = profiles.get(query[:MAX_QUERY_CHARS]) or {}
             parts.append(
                 Part(
@@ -179,4 +182,4 @@ class QuotePolicy:
             style=AnswerStyle(request.style or AnswerStyle.DEFAULT),
             corpus=self.retriever.vocabulary(request.owner),
         )
-        return result, list(dict.fromkeys(read))
+        return result, list(dict.fromkeys(chunk_id for part in result.parts for chunk_id in part.read))

@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from citewise.quote.compose import Composed, CorpusStats, Profile, Ranker, compose
 from citewise.quote.decide import FEATURES, Signals, Verdict, decide
 from citewise.quote.question import Question, QuestionKind, analyse, question_focus, split_parts
+from citewise.quote.sentences import candidates, is_asking
 from citewise.settings import QuoteSettings
 from citewise.types import REFUSAL_TEXT, AnswerStyle, ScoredChunk
 
@@ -36,8 +37,23 @@ __all__ = [
     "analyse",
     "answer",
     "question_focus",
+    "readable",
     "split_parts",
 ]
+
+
+def readable(chunks: Sequence[tuple[int, ScoredChunk]], limit: int) -> list[tuple[int, ScoredChunk]]:
+    """The first `limit` of a search's passages ((citation number, chunk), best first) that hold anything to quote.
+    A passage of page furniture alone — a scraped page's "Copy" button and breadcrumbs above its first heading, a
+    heading over a button label — matches a question by its title and headings, yet offers no sentence: it gives way
+    to the next passage (quote mode searches deeper than it reads, `QuotePolicy.search_depth`)."""
+    out: list[tuple[int, ScoredChunk]] = []
+    for pair in chunks:
+        if len(out) == limit:
+            break
+        if any(s.code or not is_asking(s.text) for s in candidates([pair], code=True)):  # as `compose.score` sees
+            out.append(pair)
+    return out
 
 
 @dataclass(frozen=True)
@@ -59,6 +75,7 @@ class PartResult:
     signals: dict[str, float] | None
     missing_anchors: list[str] = field(default_factory=list)
     pointers: list[str] = field(default_factory=list)  # files its only quotes point to: worth searching in
+    read: list[str] = field(default_factory=list)  # chunk ids of the passages it was composed from (`readable`)
 
 
 @dataclass
@@ -96,9 +113,10 @@ def answer(
     quoted: list[tuple[str, int, int]] = []  # what the parts before quoted: a later part doesn't repeat it
     composed_last: list[tuple[str, int, int]] = []  # the last quote of the text so far
     for part in parts:
+        passages = readable(part.chunks, settings.passages)
         composed = compose(
             part.question,
-            list(part.chunks)[: settings.passages],
+            passages,
             decider=decider,
             max_sentences=per_part,
             style=style,
@@ -110,7 +128,7 @@ def answer(
         )
         quoted += composed.quoted
         composed_last = composed.quoted[-1:] if composed.text else composed_last
-        results.append((part, composed))
+        results.append((part, composed, [c.chunk_id for _, c in passages]))
     reports = [
         PartResult(
             question=part.question.text,
@@ -121,10 +139,11 @@ def answer(
             signals=c.signals.as_features() if c.signals else None,
             missing_anchors=list(c.signals.missing_anchors) if c.signals else [],
             pointers=c.pointers,
+            read=read,
         )
-        for part, c in results
+        for part, c, read in results
     ]
-    answered = [c for _, c in results if not c.refused]
+    answered = [c for _, c, _ in results if not c.refused]
     if not answered:
         reason = (
             results[0][1].reason if len(results) == 1 else "The documentation answers none of the question's parts."
