@@ -325,20 +325,9 @@ def _sub_outside_code_spans(pattern: re.Pattern, replace, text: str) -> str:
     return pattern.sub(sub, text)
 
 
-def _outside_code_spans(text: str, change) -> str:
-    """`change` applied to the text between code spans: "`![alt](src)` is the syntax" keeps its example."""
-    out, last = [], 0
-    for span in _CODE_SPAN.finditer(text):
-        out.append(change(text[last : span.start()]))
-        out.append(span.group(0))
-        last = span.end()
-    out.append(change(text[last:]))
-    return "".join(out)
-
-
 def _unescape_markdown(text: str) -> str:
     """Drop backslash escapes outside code spans: an identifier must read `max_retries`, not `max\\_retries`."""
-    return _outside_code_spans(text, lambda part: _MD_ESCAPE.sub(r"\1", part))
+    return _sub_outside_code_spans(_MD_ESCAPE, lambda m: m.group(1), text)
 
 
 def _inline_plain(token: Token, md: MarkdownIt, env: dict) -> str:
