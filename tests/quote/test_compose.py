@@ -1480,3 +1480,39 @@ def test_what_is_x_leads_with_the_sentence_that_introduces_x_in_bold():
         2,
         "**Quote mode** (the default, `CITEWISE_LLM=extractive`) needs no language model.",
     )
+
+
+def test_list_items_are_no_label_and_values():
+    # Short items of a nested list ("1. verifies the request," / "2. stores the 3 words,") read like a label over
+    # its values, as does a line over a short list ("npm or yarn" / "* Hardhat"): each item is quoted as itself.
+    from citewise.quote.sentences import candidates
+
+    nested = chunk(
+        "3. When the randomness is ready, the wrapper calls `fulfillRandomWords`, the contract:\n\n"
+        "   1. verifies the request,\n\n   2. stores the 3 words,\n\n   3. toggles `fulfilled = true`,\n\n"
+        "   4. emits RandomNumberFulfilled.\n",
+        "vrf.md",
+    )
+    tools = chunk("You need:\n\nnpm or yarn\n\n* Hardhat\n\n* A `.env` file with the RPC URLs\n", "fork.md")
+    for passage in (nested, tools):
+        found = candidates([(1, passage)])
+        assert not [s.text for s in found if s.label]
+
+
+def test_a_sentence_of_an_emphasised_paragraph_is_quoted_without_a_stray_marker():
+    # A bold or italic paragraph of several sentences: the first opens the emphasis, the last closes it; quoted
+    # alone, each would show a "**" or "_" that nothing closes.
+    notice = chunk(
+        "## Test tokens\n\n"
+        "**Developers who deploy contracts on the testnet need test tokens, tORB. Join the Discord and ask in the "
+        "#dev-chat channel for test tokens.**\n\n"
+        "_Forking copies the state of a live network at a block. It runs on your own machine._\n",
+        "tokens.md",
+        chapter="Test tokens",
+    )
+    answer = compose_quote_answer("Where do I ask for test tokens?", [(1, notice)])
+    assert "Join the Discord and ask in the #dev-chat channel for test tokens. [1]" in answer.text
+    assert "**" not in answer.text
+    answer = compose_quote_answer("What does forking copy?", [(1, notice)])
+    assert "Forking copies the state of a live network at a block." in answer.text
+    assert "_Forking" not in answer.text

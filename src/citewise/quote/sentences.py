@@ -339,6 +339,8 @@ def _label_runs(text: str, spans: list[tuple[int, int]]) -> list[tuple[int, int,
             continue
         if is_furniture(label):
             continue  # "[Previous…](…)[Next…](…)" over "Last updated 2 months ago" labels nothing
+        if _is_list_item(text, start):
+            continue  # "1. verifies the request," over "2. stores the 3 words,": a list's items, not a label's values
         following: list[int] = []
         for j in range(i + 1, min(i + 3, len(spans))):
             next_start, next_end = spans[j]
@@ -350,6 +352,8 @@ def _label_runs(text: str, spans: list[tuple[int, int]]) -> list[tuple[int, int,
                 break  # a link to a page ("1. [Developer](/developer)", a breadcrumb) is no value; an address is
             if is_furniture(value):
                 break  # nor is a page's date stamp, or a picture ("Click on Send Tokens" over a screenshot)
+            if _is_list_item(text, next_start):
+                break  # nor a list's item ("npm or yarn" over "* Hardhat"): each is quoted as what it is
             following.append(j)
         if following:
             runs.append([i, *following])
@@ -457,6 +461,33 @@ def _after_answer_label(text: str, start: int, end: int) -> int:
     return label.end() if label and end - label.end() > 1 else start
 
 
+def _quoted_span(text: str, start: int, end: int) -> tuple[int, int]:
+    """The span of the sentence `text[start:end]` as quoted: without a FAQ's answer label before it, nor an emphasis
+    marker at its edge that the sentence doesn't close or open ("**Developers who … STT." of a bold paragraph of
+    several sentences; "… machine._"): quoted alone, it would show as a stray "**"."""
+    start = _after_answer_label(text, start, end)
+    for marker in ("**", "__", "*", "_"):
+        size = len(marker)
+        opening = re.match(rf"{re.escape(marker)}(?![*_\s])", text[start:end])
+        if opening and not _closes(text[start + size : end], marker):
+            start += size
+        closing = re.search(rf"(?<![*_\s]){re.escape(marker)}$", text[start:end])
+        if closing and end - start > size and not _opens(text[start : end - size], marker):
+            end -= size
+    return start, end
+
+
+def _closes(text: str, marker: str) -> bool:
+    """Whether `text` (after an opening `marker`) holds the marker that closes it: right after a non-space, not
+    inside a word (`snake_case`)."""
+    return re.search(rf"(?<=\S){re.escape(marker)}(?![\w*])", text) is not None
+
+
+def _opens(text: str, marker: str) -> bool:
+    """Whether `text` (before a closing `marker`) holds the marker that opens it."""
+    return re.search(rf"(?<![\w*]){re.escape(marker)}(?=\S)", text) is not None
+
+
 def candidates(chunks: Sequence[tuple[int, ScoredChunk]], *, code: bool = False) -> list[Sentence]:
     """Every quotable sentence of `chunks` ((citation number, chunk) pairs), every short list item of several
     sentences whole, every row of their tables (with its header), every label with its short values under it, and
@@ -480,7 +511,7 @@ def candidates(chunks: Sequence[tuple[int, ScoredChunk]], *, code: bool = False)
                 Sentence(slot, n, start, end, text, frozenset(content_terms(text)), index=-1, header=header)
             )
         for index, (start, end) in enumerate(spans):
-            start = _after_answer_label(chunk.text, start, end)
+            start, end = _quoted_span(chunk.text, start, end)
             text = chunk.text[start:end]
             if len(text.split()) < MIN_SENTENCE_WORDS and not (len(text.split()) >= 2 and _short_value(text)):
                 continue
@@ -513,7 +544,7 @@ def predecessor(sentence: Sentence, chunks: Sequence[tuple[int, ScoredChunk]]) -
         return None
     if len(before) == 1 and _cut_head(chunks[sentence.slot][1], before):
         return None  # the tail of a sentence the chunk overlap cut ("mode first reads what the question asks:")
-    start = _after_answer_label(text, start, end)  # the same span as its candidate, so it is seen as taken
+    start, end = _quoted_span(text, start, end)  # the same span as its candidate, so it is seen as taken
     words = text[start:end]
     return Sentence(sentence.slot, sentence.n, start, end, words, frozenset(content_terms(words)))
 
