@@ -1516,3 +1516,57 @@ def test_a_sentence_of_an_emphasised_paragraph_is_quoted_without_a_stray_marker(
     answer = compose_quote_answer("What does forking copy?", [(1, notice)])
     assert "Forking copies the state of a live network at a block." in answer.text
     assert "_Forking" not in answer.text
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "**SDK**s let you call the API. They are typed.",  # bold closes inside the word
+        "_id is the primary key. It is unique.",
+        "*.txt files are ignored. The rest are read.",
+        "**kwargs are forwarded. The rest are kept.",
+        "Everything is read. Except what matches build/**",
+    ],
+)
+def test_a_marker_that_is_text_or_closes_in_its_sentence_stays(text):
+    from citewise.quote.sentences import candidates
+
+    quoted = [s.text for s in candidates([(1, chunk(text, "page.md"))])]
+    assert quoted == [text[a:b] for a, b in split_sentences(text)]
+
+
+def test_a_long_first_item_in_bold_still_starts_the_list_a_sentence_announces():
+    from citewise.quote.sentences import candidates, list_after
+
+    steps = chunk(
+        "The steps are:\n\n1. **Install the CLI with the package manager of your system. Then check that it runs. "
+        "Then log in with your account token. Then pick a region for the cluster. Then wait a minute.**\n\n"
+        "2. Create the project with the init command.\n",
+        "steps.md",
+    )
+    lead = candidates([(1, steps)])[0]
+    items = list_after(lead, [(1, steps)], 4)
+    assert [s.text for s in items] == [
+        "Install the CLI with the package manager of your system.",
+        "Create the project with the init command.",
+    ]
+
+
+def test_a_picture_s_caption_is_not_quoted():
+    from citewise.quote.sentences import candidates
+
+    # The caption under a picture the loader left out describes what the reader can't see.
+    page = chunk(
+        "## Accelerated execution\n\n"
+        "_Diagram showing the difference between sequential execution (left) and parallel execution (right)_\n\n"
+        "Orbitron compiles hot contracts to native code, so sequential execution runs at the speed of the CPU.\n",
+        "execution.md",
+        chapter="Accelerated execution",
+    )
+    answer = compose_quote_answer("What is accelerated sequential execution?", [(1, page)])
+    assert "compiles hot contracts to native code" in answer.text
+    assert "Diagram showing" not in answer.text
+    # nor a caption of two sentences, nor one that abbreviates "Figure"
+    for caption in ("*Figure 2: The write path. Data flows from the client to the journal.*", "*Fig. 3: Two paths.*"):
+        found = candidates([(1, chunk(f"Orbitron writes to a journal first.\n\n{caption}\n", "journal.md"))])
+        assert [s.text for s in found] == ["Orbitron writes to a journal first."]

@@ -109,7 +109,7 @@ def answer(
     ranker = Ranker(dict(settings.ranker_weights), settings.ranker_intercept) if settings.ranker_weights else None
     limit = max_sentences or settings.max_sentences
     per_part = max(2, limit // len(parts)) if len(parts) > 1 else limit
-    results: list[tuple[Part, Composed]] = []
+    results: list[tuple[Part, Composed, list[str]]] = []  # with the chunk ids of the passages it read
     quoted: list[tuple[str, int, int]] = []  # what the parts before quoted: a later part doesn't repeat it
     composed_last: list[tuple[str, int, int]] = []  # the last quote of the text so far
     for part in parts:

@@ -521,7 +521,7 @@ def select(
             if table is not None and not quoted(table):  # else its rows, one by one
                 chosen.append(table)
                 continue
-        if sentence.text.rstrip("*_ ").endswith(":"):
+        if sentence.leads_in:
             # "Run this:" says nothing without what follows: quoted only with the code block it introduces, or for
             # "which … are there" and "how do I" with the list it introduces ("The available convertors are:").
             follows_it = block_after(sentence, chunks) is not None or (
@@ -681,7 +681,7 @@ def _with_list(chosen: list[Sentence], chunks, limit: int) -> list[Sentence]:
             continue
         room = limit - (i + 1)
         if room <= 0:
-            if not sentence.text.rstrip("*_` ").endswith(":"):
+            if not sentence.leads_in:
                 return chosen
             others = [c for c in chosen if c is not sentence]
             return others or items[:limit]  # alone, the lead-in gives way to the list it announces
@@ -731,7 +731,7 @@ def _introducing(block: Sentence, chunks) -> Sentence | None:
         return None
     marker = item_marker(text, last.start)
     bullet = marker is not None and not marker[0].isdigit()
-    if bullet and not last.text.rstrip("*_ ").endswith(":") and not last.terms & block.terms:
+    if bullet and not last.leads_in and not last.terms & block.terms:
         return None
     return Sentence(block.slot, block.n, last.start, last.end, last.text, last.terms, index=last.index, step=last.step)
 
@@ -745,7 +745,7 @@ def _code_block(chosen, blocks, chunks, question: Question, relevance=None) -> S
     if relevance and blocks and relevance.get(blocks[0].key, 0.0) > relevance.get(chosen[0].key, 1.0):
         return blocks[0]
     for sentence in chosen:  # a lead-in ("…, or use another port:") comes with the block it introduces
-        if sentence.text.rstrip("*_ ").endswith(":"):
+        if sentence.leads_in:
             block = block_after(sentence, chunks)
             if block is not None:
                 return block

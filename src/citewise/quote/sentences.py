@@ -6,6 +6,7 @@ it holds a value (a number, a URL, inline code), whether it defines something.
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -86,6 +87,11 @@ class Sentence:
         if self.label and self.header:
             return f"{self.header}\n{label_row(self.text)}"
         return f"{self.header}\n{self.text}" if self.header else self.text
+
+    @property
+    def leads_in(self) -> bool:
+        """Whether it ends with ":" (markup aside): "Run this:" says what follows, and nothing without it."""
+        return self.text.rstrip("*_ ").endswith(":")
 
     @property
     def key(self) -> tuple[int, int, int]:
@@ -247,6 +253,10 @@ def _short_value(text: str) -> bool:
 
 
 _IMAGE_ONLY_RE = re.compile(r"^\s*(?:!\[[^\]\n]*\]\([^)\n]*\)\s*)+$")  # a title may follow the URL
+# A caption set in italics alone: "_Diagram showing the difference between …_", "*Figure 2: The write path.*"
+_CAPTION_RE = re.compile(
+    r"^\s*([*_])(?:(?:figure|diagram|image|screenshot|illustration|chart|picture|photo)\b|fig\.)[^\n]*\1\s*$", re.I
+)
 _LINK_RE = re.compile(r"!?\[([^\]\n]*)\]\([^)\s]*\)|<https?://[^>\s]*>|https?://\S+")
 _WORD_RE = re.compile(r"[A-Za-z]{2,}")
 
@@ -289,8 +299,15 @@ def is_date_stamp(text: str) -> bool:
 
 def is_furniture(text: str) -> bool:
     """Page furniture a site generator leaves in the text: a trail of links, a page's date stamp, a picture on a
-    line of its own (its markup says nothing quoted as text)."""
-    return is_link_trail(text) or is_date_stamp(text) or bool(_IMAGE_ONLY_RE.match(text))
+    line of its own (its markup says nothing quoted as text), or the caption under one ("_Diagram showing …_"):
+    it describes a picture the answer can't show."""
+    return is_link_trail(text) or is_date_stamp(text) or bool(_IMAGE_ONLY_RE.match(text) or _CAPTION_RE.match(text))
+
+
+def _line(text: str, pos: int) -> str:
+    """The whole line of `text` that `pos` is on (a caption of two sentences is one line)."""
+    end = text.find("\n", pos)
+    return text[text.rfind("\n", 0, pos) + 1 : len(text) if end < 0 else end]
 
 
 def is_shouting(text: str) -> bool:
@@ -463,29 +480,39 @@ def _after_answer_label(text: str, start: int, end: int) -> int:
 
 def _quoted_span(text: str, start: int, end: int) -> tuple[int, int]:
     """The span of the sentence `text[start:end]` as quoted: without a FAQ's answer label before it, nor an emphasis
-    marker at its edge that the sentence doesn't close or open ("**Developers who … STT." of a bold paragraph of
-    several sentences; "… machine._"): quoted alone, it would show as a stray "**"."""
+    marker at its edge that only another sentence of its paragraph closes or opens ("**Developers who … STT." of a
+    bold paragraph of several sentences; "… machine._"): quoted alone, it would show as a stray "**". A marker the
+    sentence closes itself, or that nothing in the paragraph matches (`_id`, `**kwargs`, `*.txt`), is text."""
     start = _after_answer_label(text, start, end)
+    paragraph_start = text.rfind("\n\n", 0, start) + 1
+    paragraph_end = text.find("\n\n", end)
+    paragraph_end = len(text) if paragraph_end < 0 else paragraph_end
     for marker in ("**", "__", "*", "_"):
         size = len(marker)
-        opening = re.match(rf"{re.escape(marker)}(?![*_\s])", text[start:end])
-        if opening and not _closes(text[start + size : end], marker):
+        if (
+            _emphasis(marker, opening=True).match(text, start, end)
+            and not _emphasis(marker, opening=False).search(text, start + size, end)
+            and _emphasis(marker, opening=False).search(text, end, paragraph_end)
+        ):
             start += size
-        closing = re.search(rf"(?<![*_\s]){re.escape(marker)}$", text[start:end])
-        if closing and end - start > size and not _opens(text[start : end - size], marker):
+        if (
+            end - start > size
+            and _emphasis(marker, opening=False).match(text, end - size, end)
+            and not _emphasis(marker, opening=True).search(text, start, end - size)
+            and _emphasis(marker, opening=True).search(text, paragraph_start, start)
+        ):
             end -= size
     return start, end
 
 
-def _closes(text: str, marker: str) -> bool:
-    """Whether `text` (after an opening `marker`) holds the marker that closes it: right after a non-space, not
-    inside a word (`snake_case`)."""
-    return re.search(rf"(?<=\S){re.escape(marker)}(?![\w*])", text) is not None
-
-
-def _opens(text: str, marker: str) -> bool:
-    """Whether `text` (before a closing `marker`) holds the marker that opens it."""
-    return re.search(rf"(?<![\w*]){re.escape(marker)}(?=\S)", text) is not None
+@functools.cache
+def _emphasis(marker: str, *, opening: bool) -> re.Pattern[str]:
+    """An emphasis `marker` that opens (before a non-space) or closes (after one). "_" never does inside a word
+    (`snake_case`); "*" may ("**SDK**s")."""
+    inner = r"\w" if marker[0] == "_" else r"(?!)"  # never matches: "*" may touch a word
+    if opening:
+        return re.compile(rf"(?<![*_])(?<!{inner}){re.escape(marker)}(?=[^\s*_])")
+    return re.compile(rf"(?<=[^\s*_/]){re.escape(marker)}(?![*_])(?!{inner})")
 
 
 def candidates(chunks: Sequence[tuple[int, ScoredChunk]], *, code: bool = False) -> list[Sentence]:
@@ -517,8 +544,8 @@ def candidates(chunks: Sequence[tuple[int, ScoredChunk]], *, code: bool = False)
                 continue
             if index == 0 and cut:
                 continue
-            if is_furniture(text):
-                continue  # page furniture (breadcrumbs, "Previous / Next" links, "Last updated …"): never an answer
+            if is_furniture(text) or _CAPTION_RE.match(_line(chunk.text, start)):
+                continue  # page furniture (breadcrumbs, "Previous / Next" links, "Last updated …", a caption)
             step = _is_list_item(chunk.text, start)
             sentences.append(
                 Sentence(slot, n, start, end, text, frozenset(content_terms(text)), index=index, step=step)
@@ -603,7 +630,7 @@ def list_after(sentence: Sentence, chunks: Sequence[tuple[int, ScoredChunk]], li
         for s in candidates([chunks[sentence.slot]])
         if s.step
         and s.start >= sentence.end
-        and _ITEM_START_RE.fullmatch(text[text.rfind("\n", 0, s.start) + 1 : s.start])
+        and _ITEM_START_RE.fullmatch(text[text.rfind("\n", 0, s.start) + 1 : s.start].rstrip("*_"))
     ]  # where an item begins: its whole, or its first sentence (the rest of a long item is no item of its own)
     out: list[Sentence] = []
     previous_end = sentence.end
