@@ -1570,3 +1570,39 @@ def test_a_picture_s_caption_is_not_quoted():
     for caption in ("*Figure 2: The write path. Data flows from the client to the journal.*", "*Fig. 3: Two paths.*"):
         found = candidates([(1, chunk(f"Orbitron writes to a journal first.\n\n{caption}\n", "journal.md"))])
         assert [s.text for s in found] == ["Orbitron writes to a journal first."]
+
+
+EXIT_REASONS = chunk(
+    "| `exit_reason` | Status | Retryable | Message shown | When |\n"
+    "| --- | --- | --- | --- | --- |\n"
+    "| `COMPLETED` | success or refused | no | (the answer itself) | The run answered, refused, or greeted. |\n"
+    "| `MAX_TURNS_REACHED` | error | no | I couldn't finish answering within the allowed number of steps. Please "
+    "rephrase or narrow your question. | The model used `agent.max_turns` (6) turns without a final answer. |\n"
+    "| `MAX_TOOL_CALLS_REACHED` | success or refused | no | I reached the limit of documentation lookups for one "
+    "question. Here is what I found so far. | The model asked for more than `agent.max_tool_calls` distinct lookups. "
+    "It then had to answer from what it had gathered, and that answer is returned. |\n"
+    "| `MAX_CONTEXT_REACHED` | error | no | This conversation has grown too long for me to keep track of. Please "
+    "start over with a new conversation. | The conversation plus this run's lookups exceed "
+    "`agent.max_context_chars` (12,000). |\n"
+    "| `EMPTY_INPUT` | error | no | Please type a question about the documentation. | The question was empty or "
+    "only whitespace. No search, no model call. |\n"
+    "| `LLM_GENERATION_FAILURE` | success, refused or error | yes | The language model did not produce a usable "
+    "answer. Please try again or rephrase. | The model replied with nothing. It is asked once more for a final "
+    "answer; if that one is usable it is returned (still with this exit reason), else the message. |\n",
+    "answers.md",
+    chapter="Asking questions > Exit reasons",
+).model_copy(update={"chunk_index": 19})
+
+
+def test_a_question_naming_one_code_gets_its_row_not_the_rows_of_the_others():
+    answer = compose_quote_answer("When does a run end with MAX_TURNS_REACHED?", [(1, EXIT_REASONS)])
+    assert "| `MAX_TURNS_REACHED` | error |" in answer.text
+    assert "MAX_CONTEXT_REACHED" not in answer.text  # a row about another exit reason
+
+
+def test_rows_of_one_table_are_quoted_under_one_header():
+    question = "Which exit reason says the conversation has grown too long?"
+    answer = compose_quote_answer(question, [(1, EXIT_REASONS)])
+    assert answer.text.count("| `exit_reason` | Status |") == 1, answer.text
+    assert answer.text.count("| `") == 3  # the header and two rows
+    assert answer.text.endswith("|\n\n[1]")

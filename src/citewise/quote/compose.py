@@ -466,10 +466,12 @@ def select(
     question well or that the ranker ranks first, and for "how do I" the ranker's best block near the top.
 
     Sentences at least RELATIVE_CUTOFF as relevant as the best one, near-duplicates and lead-ins ("Run this:")
-    dropped. A sentence that points back ("They …") joins only right after its predecessor, which must share a
-    question word unless the sentence is the best candidate and holds what the question's kind wants (a value for
-    "how fast"); a navigation sentence ("See … for …") only when no other sentence is taken. Should nothing else
-    remain, the best pointing-back sentence is quoted after all, with its predecessor when there is room.
+    dropped; once the first holds what the question names (`MAX_TURNS_REACHED`), so must a table row after it (the
+    rows around it are about other codes or settings). A sentence that points back ("They …") joins only right after
+    its predecessor, which must share a question word unless the sentence is the best candidate and holds what the
+    question's kind wants (a value for "how fast"); a navigation sentence ("See … for …") only when no other
+    sentence is taken. Should nothing else remain, the best pointing-back sentence is quoted after all, with its
+    predecessor when there is room.
     `skip`: what an earlier part of the question quoted, passed over here; `follows`: the last thing it quoted, which
     a sentence pointing back may follow."""
     question_terms = set(question.terms)
@@ -489,6 +491,10 @@ def select(
             or sentence.overlaps(c)  # inside a label line or list item taken whole, around one, or sharing a cell
             for c in chosen
         )
+
+    def holds_anchor(sentence: Sentence) -> bool:  # names what the question names (`MAX_TURNS_REACHED`, 417)
+        text = sentence.text.lower()
+        return any(_anchor_present(anchor, text, set(sentence.terms)) for anchor in question.anchors)
 
     def taken(sentence: Sentence) -> bool:  # here, or last by the part before: "It …" may follow that
         return any(c.key == sentence.key for c in chosen) or quoted_last(sentence)
@@ -531,6 +537,9 @@ def select(
                 chosen.append(sentence)
             continue
         if taken(sentence) or duplicate(sentence):
+            continue
+        if sentence.header and chosen and holds_anchor(chosen[0]) and not holds_anchor(sentence):
+            rest.append(sentence)  # the row of another setting or code than the one asked about, and quoted
             continue
         if is_navigation(sentence.text):
             navigation.append(sentence)
@@ -775,6 +784,11 @@ def _code_block(chosen, blocks, chunks, question: Question, relevance=None) -> S
 # ---------------------------------------------------------------------------------------------------------------
 # The evidence's signals
 # ---------------------------------------------------------------------------------------------------------------
+
+
+def _row(sentence: Sentence) -> str:
+    """A table row as quoted under its header: its line(s) without the header."""
+    return sentence.rendered()[len(sentence.header) + 1 :]
 
 
 def _anchor_present(anchor: str, evidence: str, evidence_terms: set[str]) -> bool:
@@ -1050,18 +1064,25 @@ def compose(
     else:
         paragraphs: list[str] = []
         line: list[str] = []
+        rows: list[str] = []  # the rows of the table the last paragraph is
         previous: Sentence | None = None
         for s in ordered:
             if previous is not None and (s.slot != previous.slot or s.block or previous.block) and line:
                 paragraphs.append(" ".join(line))
                 line = []
-            if s.block:  # a code block or table stands alone, its marker on the line after it; after a blank
+            if rows and s.header and previous is not None and (previous.header, previous.n) == (s.header, s.n):
+                rows.append(_row(s))  # rows of one table, one after the other: under one header, one marker
+                paragraphs[-1] = "\n".join([s.header, *rows, "", f"[{s.n}]"])
+            elif s.block:  # a code block or table stands alone, its marker on the line after it; after a blank
                 # line under a table, which would take the line for one more row of its own
                 paragraphs.append(f"{s.rendered()}\n{chr(10) if s.header else ''}[{s.n}]")
+                rows = [_row(s)] if s.header and not s.title else []
             elif s.step:
                 line.append(f"- {s.rendered()} [{s.n}]") if not line else line.append(f"\n- {s.rendered()} [{s.n}]")
+                rows = []
             else:
                 line.append(f"{s.rendered()} [{s.n}]")
+                rows = []
             previous = s
         paragraphs += [" ".join(line)] if line else []
         text = "\n\n".join(p.replace(" \n- ", "\n- ") for p in paragraphs)
