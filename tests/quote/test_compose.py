@@ -1600,9 +1600,21 @@ def test_a_question_naming_one_code_gets_its_row_not_the_rows_of_the_others():
     assert "MAX_CONTEXT_REACHED" not in answer.text  # a row about another exit reason
 
 
-def test_rows_of_one_table_are_quoted_under_one_header():
-    question = "Which exit reason says the conversation has grown too long?"
-    answer = compose_quote_answer(question, [(1, EXIT_REASONS)])
-    assert answer.text.count("| `exit_reason` | Status |") == 1, answer.text
-    assert answer.text.count("| `") == 3  # the header and two rows
-    assert answer.text.endswith("|\n\n[1]")
+def test_a_row_after_prose_that_names_the_setting_is_still_quoted():
+    # The rule is about rows beside a leading row: a config table lists keys without their section's prefix.
+    agent = chunk(
+        "## [agent]\n\nThe `agent.max_turns` setting caps how many turns the model may take.\n\n"
+        "| Key | Default | Meaning |\n| --- | --- | --- |\n| `max_turns` | 6 | Turns before the run stops. |\n"
+        "| `max_tool_calls` | 8 | Lookups per question. |\n",
+        "config.md",
+    )
+    answer = compose_quote_answer("What is the default value of agent.max_turns?", [(1, agent)])
+    assert "| `max_turns` | 6 |" in answer.text
+
+
+def test_a_structured_answer_gives_no_row_of_another_code_as_why_it_matters():
+    answer = compose_quote_answer(
+        "When does a run end with MAX_TURNS_REACHED?", [(1, EXIT_REASONS)], style=AnswerStyle.STRUCTURED
+    )
+    assert "MAX_TURNS_REACHED" in answer.text
+    assert "MAX_CONTEXT_REACHED" not in answer.text

@@ -466,12 +466,12 @@ def select(
     question well or that the ranker ranks first, and for "how do I" the ranker's best block near the top.
 
     Sentences at least RELATIVE_CUTOFF as relevant as the best one, near-duplicates and lead-ins ("Run this:")
-    dropped; once the first holds what the question names (`MAX_TURNS_REACHED`), so must a table row after it (the
-    rows around it are about other codes or settings). A sentence that points back ("They …") joins only right after
-    its predecessor, which must share a question word unless the sentence is the best candidate and holds what the
-    question's kind wants (a value for "how fast"); a navigation sentence ("See … for …") only when no other
-    sentence is taken. Should nothing else remain, the best pointing-back sentence is quoted after all, with its
-    predecessor when there is room.
+    dropped; when the first is a table row holding what the question names (`MAX_TURNS_REACHED`), another row of
+    its table must hold it too (the rows around it are about other codes or settings). A sentence that points back
+    ("They …") joins only right after its predecessor, which must share a question word unless the sentence is the
+    best candidate and holds what the question's kind wants (a value for "how fast"); a navigation sentence ("See …
+    for …") only when no other sentence is taken. Should nothing else remain, the best pointing-back sentence is
+    quoted after all, with its predecessor when there is room.
     `skip`: what an earlier part of the question quoted, passed over here; `follows`: the last thing it quoted, which
     a sentence pointing back may follow."""
     question_terms = set(question.terms)
@@ -538,9 +538,8 @@ def select(
             continue
         if taken(sentence) or duplicate(sentence):
             continue
-        if sentence.header and chosen and holds_anchor(chosen[0]) and not holds_anchor(sentence):
-            rest.append(sentence)  # the row of another setting or code than the one asked about, and quoted
-            continue
+        if chosen and _same_table(chosen[0], sentence) and holds_anchor(chosen[0]) and not holds_anchor(sentence):
+            continue  # the row of another code or setting than the one the question names, whose row leads
         if is_navigation(sentence.text):
             navigation.append(sentence)
             continue
@@ -786,9 +785,9 @@ def _code_block(chosen, blocks, chunks, question: Question, relevance=None) -> S
 # ---------------------------------------------------------------------------------------------------------------
 
 
-def _row(sentence: Sentence) -> str:
-    """A table row as quoted under its header: its line(s) without the header."""
-    return sentence.rendered()[len(sentence.header) + 1 :]
+def _same_table(row: Sentence, other: Sentence) -> bool:
+    """Whether both are rows of one table of one passage."""
+    return bool(row.header) and (row.slot, row.header) == (other.slot, other.header)
 
 
 def _anchor_present(anchor: str, evidence: str, evidence_terms: set[str]) -> bool:
@@ -1064,25 +1063,18 @@ def compose(
     else:
         paragraphs: list[str] = []
         line: list[str] = []
-        rows: list[str] = []  # the rows of the table the last paragraph is
         previous: Sentence | None = None
         for s in ordered:
             if previous is not None and (s.slot != previous.slot or s.block or previous.block) and line:
                 paragraphs.append(" ".join(line))
                 line = []
-            if rows and s.header and previous is not None and (previous.header, previous.n) == (s.header, s.n):
-                rows.append(_row(s))  # rows of one table, one after the other: under one header, one marker
-                paragraphs[-1] = "\n".join([s.header, *rows, "", f"[{s.n}]"])
-            elif s.block:  # a code block or table stands alone, its marker on the line after it; after a blank
+            if s.block:  # a code block or table stands alone, its marker on the line after it; after a blank
                 # line under a table, which would take the line for one more row of its own
                 paragraphs.append(f"{s.rendered()}\n{chr(10) if s.header else ''}[{s.n}]")
-                rows = [_row(s)] if s.header and not s.title else []
             elif s.step:
                 line.append(f"- {s.rendered()} [{s.n}]") if not line else line.append(f"\n- {s.rendered()} [{s.n}]")
-                rows = []
             else:
                 line.append(f"{s.rendered()} [{s.n}]")
-                rows = []
             previous = s
         paragraphs += [" ".join(line)] if line else []
         text = "\n\n".join(p.replace(" \n- ", "\n- ") for p in paragraphs)
