@@ -95,7 +95,8 @@ class Sentence:
 
     @property
     def key(self) -> tuple[int, int, int]:
-        """Its span in its passage: a whole list item and its first sentence start alike and are two candidates."""
+        """Its span in its passage: a whole list item and its first sentence are two candidates (starting alike, or
+        the sentence after an emphasis marker the item opens)."""
         return (self.slot, self.start, self.end)
 
     def overlaps(self, other: Sentence) -> bool:
