@@ -1618,3 +1618,34 @@ def test_a_structured_answer_gives_no_row_of_another_code_as_why_it_matters():
     )
     assert "MAX_TURNS_REACHED" in answer.text
     assert "MAX_CONTEXT_REACHED" not in answer.text
+
+
+def test_a_heading_that_lost_its_markup_is_not_quoted():
+    # A scraped page's heading can come through as a plain line ("Deploy Contract."), here at a passage's end, over
+    # the section that continues in the next passage: it names what follows and says none of it.
+    build = chunk(
+        "## Deploy with Forge\n\nRun `forge build` to compile the contracts before you deploy them.\n\n"
+        "You can read more about the flags in the Forge book.\n\nDeploy Contract.\n",
+        "forge.md",
+        chapter="Deploy with Forge",
+    )
+    answer = compose_quote_answer("How do I deploy a contract with Forge?", [(1, build)])
+    assert "Deploy Contract." not in answer.text
+    assert "forge build" in answer.text
+
+
+def test_a_copy_of_a_quoted_sentence_on_another_page_is_not_quoted_again():
+    # Docs sites repeat a guide's prerequisites on two pages, once with a link more.
+    one = chunk(
+        "## Prerequisites\n\n- Forge is installed and set up on your local machine. See [Guide](https://forge.dev/)\n",
+        "deploy-a.md",
+        chapter="Deploy with Forge > Prerequisites",
+    )
+    two = chunk(
+        "## Prerequisites\n\n- Forge is installed and set up on your local machine.\n",
+        "deploy-b.md",
+        chapter="Deploy with Forge > Prerequisites",
+        dense=0.69,
+    )
+    answer = compose_quote_answer("What do I need before I deploy with Forge?", [(1, one), (2, two)])
+    assert answer.text.count("Forge is installed and set up on your local machine.") == 1, answer.text

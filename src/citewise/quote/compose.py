@@ -487,6 +487,8 @@ def select(
     def duplicate(sentence: Sentence) -> bool:
         return any(
             jaccard(sentence.terms, c.terms) >= REDUNDANCY_JACCARD
+            or (len(sentence.terms) >= 3 and sentence.terms <= c.terms)  # says nothing the other does not (a copy
+            # on another page, with a link more: "Foundry is installed … machine. See [Guide](…)")
             or sentence.text.strip() == c.text.strip()
             or sentence.overlaps(c)  # inside a label line or list item taken whole, around one, or sharing a cell
             for c in chosen

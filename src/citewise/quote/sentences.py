@@ -194,6 +194,8 @@ def item_marker(text: str, pos: int) -> str | None:
 _TABLE_ROW_RE = re.compile(r"^[ \t]*\|.*\|[ \t]*$")
 _TABLE_RULE_RE = re.compile(r"^[ \t]*\|?[ \t:]*-{3,}[ \t:]*(?:\|[ \t:]*-{3,}[ \t:]*)*\|?[ \t]*$")
 _IDENTIFIER_HINT_RE = re.compile(r"[`_/.:@#]|\d")
+# Two or three capitalised words alone on a line, with a full stop at most ("Deploy Contract."): a heading.
+_HEADING_LINE_RE = re.compile(r"[A-Z][a-z]+(?:\s+[A-Z][a-z]+){1,2}\.?")
 
 
 def table_rows(text: str) -> list[tuple[int, int, str]]:
@@ -543,6 +545,8 @@ def candidates(chunks: Sequence[tuple[int, ScoredChunk]], *, code: bool = False)
             text = chunk.text[start:end]
             if len(text.split()) < MIN_SENTENCE_WORDS and not (len(text.split()) >= 2 and _short_value(text)):
                 continue
+            if _HEADING_LINE_RE.fullmatch(text):
+                continue  # "Deploy Contract.": a heading that lost its markup on the way to text, over what it names
             if index == 0 and cut:
                 continue
             if is_furniture(text) or _CAPTION_RE.match(_line(chunk.text, start)):
