@@ -1632,6 +1632,22 @@ def test_a_heading_that_lost_its_markup_is_not_quoted():
     answer = compose_quote_answer("How do I deploy a contract with Forge?", [(1, build)])
     assert "Deploy Contract." not in answer.text
     assert "forge build" in answer.text
+    # nor as a label's value, nor as what "This" points back to
+    for after in ("Run `forge create` to deploy the contract.", "This deploys the contract with a funded wallet."):
+        page = chunk(f"Smart Contracts\n\nDeploy Contract.\n\n{after}\n", "deploy.md", chapter="Deploy")
+        answer = compose_quote_answer("How do I deploy a contract?", [(1, page)])
+        assert "Deploy Contract." not in answer.text and after in answer.text, answer.text
+    # while steps and a FAQ's answer of two capitalised words stay quotes
+    steps = chunk(
+        "## Get test tokens\n\nTo get tORB from the faucet, follow these steps:\n\n"
+        "1. Connect Wallet.\n2. Request Tokens.\n3. Confirm Transaction.\n",
+        "faucet.md",
+        chapter="Get test tokens",
+    )
+    answer = compose_quote_answer("How do I get tORB tokens from the faucet?", [(1, steps)])
+    assert "- Connect Wallet. [1]\n- Request Tokens. [1]" in answer.text, answer.text
+    faq = chunk("## Wallets\n\n**Q: Which wallet does Orbitron recommend?**\n\nA: Rabby Wallet.\n", "faq.md")
+    assert "Rabby Wallet." in compose_quote_answer("Which wallet does Orbitron recommend?", [(1, faq)]).text
 
 
 def test_a_copy_of_a_quoted_sentence_on_another_page_is_not_quoted_again():
@@ -1647,5 +1663,10 @@ def test_a_copy_of_a_quoted_sentence_on_another_page_is_not_quoted_again():
         chapter="Deploy with Forge > Prerequisites",
         dense=0.69,
     )
-    answer = compose_quote_answer("What do I need before I deploy with Forge?", [(1, one), (2, two)])
-    assert answer.text.count("Forge is installed and set up on your local machine.") == 1, answer.text
+    for first, second in ((0.7, 0.69), (0.69, 0.7)):  # whichever ranks first
+        passages = [
+            (1, one.model_copy(update={"dense_score": first})),
+            (2, two.model_copy(update={"dense_score": second})),
+        ]
+        answer = compose_quote_answer("What do I need before I deploy with Forge?", passages)
+        assert answer.text.count("Forge is installed and set up on your local machine.") == 1, answer.text

@@ -487,9 +487,7 @@ def select(
     def duplicate(sentence: Sentence) -> bool:
         return any(
             jaccard(sentence.terms, c.terms) >= REDUNDANCY_JACCARD
-            or (len(sentence.terms) >= 3 and sentence.terms <= c.terms)  # says nothing the other does not (a copy
-            # on another page, with a link more: "Foundry is installed … machine. See [Guide](…)")
-            or sentence.text.strip() == c.text.strip()
+            or _copies(sentence, c)
             or sentence.overlaps(c)  # inside a label line or list item taken whole, around one, or sharing a cell
             for c in chosen
         )
@@ -785,6 +783,17 @@ def _code_block(chosen, blocks, chunks, question: Question, relevance=None) -> S
 # ---------------------------------------------------------------------------------------------------------------
 # The evidence's signals
 # ---------------------------------------------------------------------------------------------------------------
+
+
+def _copies(sentence: Sentence, other: Sentence) -> bool:
+    """Whether one's words are the other's, or all of them inside the other's, links read as their text: the same
+    sentence on two pages, once with "See [Guide](…)" more."""
+    a, b = _plain(sentence.text), _plain(other.text)
+    return a == b or (min(len(a), len(b)) >= 20 and (a in b or b in a))
+
+
+def _plain(text: str) -> str:
+    return " ".join(re.sub(r"[^\w\s]", " ", link_words(text).lower()).split())
 
 
 def _same_table(row: Sentence, other: Sentence) -> bool:

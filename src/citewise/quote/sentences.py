@@ -194,8 +194,9 @@ def item_marker(text: str, pos: int) -> str | None:
 _TABLE_ROW_RE = re.compile(r"^[ \t]*\|.*\|[ \t]*$")
 _TABLE_RULE_RE = re.compile(r"^[ \t]*\|?[ \t:]*-{3,}[ \t:]*(?:\|[ \t:]*-{3,}[ \t:]*)*\|?[ \t]*$")
 _IDENTIFIER_HINT_RE = re.compile(r"[`_/.:@#]|\d")
-# Two or three capitalised words alone on a line, with a full stop at most ("Deploy Contract."): a heading.
-_HEADING_LINE_RE = re.compile(r"[A-Z][a-z]+(?:\s+[A-Z][a-z]+){1,2}\.?")
+# Two or three capitalised words and a full stop, alone on a line ("Deploy Contract."): a heading that lost its markup
+# on the way to text. Its full stop would make it a short line worth quoting (an identifier hint, see `_short_value`).
+_HEADING_LINE_RE = re.compile(r"[A-Z][a-z]+(?:[ \t]+[A-Z][a-z]+){1,2}\.")
 
 
 def table_rows(text: str) -> list[tuple[int, int, str]]:
@@ -307,6 +308,13 @@ def is_furniture(text: str) -> bool:
     return is_link_trail(text) or is_date_stamp(text) or bool(_IMAGE_ONLY_RE.match(text) or _CAPTION_RE.match(text))
 
 
+def _heading_line(text: str, start: int, end: int) -> bool:
+    """Whether `text[start:end]` is a whole line of its own that reads as a heading (`_HEADING_LINE_RE`): not a list
+    item's text ("1. Connect Wallet."), nor a FAQ's answer after its "A:"."""
+    line = _line(text, start).strip()
+    return line == text[start:end].strip() and bool(_HEADING_LINE_RE.fullmatch(line))
+
+
 def _line(text: str, pos: int) -> str:
     """The whole line of `text` that `pos` is on (a caption of two sentences is one line)."""
     end = text.find("\n", pos)
@@ -374,6 +382,8 @@ def _label_runs(text: str, spans: list[tuple[int, int]]) -> list[tuple[int, int,
                 break  # nor is a page's date stamp, or a picture ("Click on Send Tokens" over a screenshot)
             if _is_list_item(text, next_start):
                 break  # nor a list's item ("npm or yarn" over "* Hardhat"): each is quoted as what it is
+            if _heading_line(text, next_start, next_end):
+                break  # nor a heading that lost its markup ("Smart Contracts" over "Deploy Contract.")
             following.append(j)
         if following:
             runs.append([i, *following])
@@ -545,8 +555,8 @@ def candidates(chunks: Sequence[tuple[int, ScoredChunk]], *, code: bool = False)
             text = chunk.text[start:end]
             if len(text.split()) < MIN_SENTENCE_WORDS and not (len(text.split()) >= 2 and _short_value(text)):
                 continue
-            if _HEADING_LINE_RE.fullmatch(text):
-                continue  # "Deploy Contract.": a heading that lost its markup on the way to text, over what it names
+            if _heading_line(chunk.text, start, end):
+                continue  # "Deploy Contract.": a heading that lost its markup, over what it names
             if index == 0 and cut:
                 continue
             if is_furniture(text) or _CAPTION_RE.match(_line(chunk.text, start)):
@@ -576,6 +586,8 @@ def predecessor(sentence: Sentence, chunks: Sequence[tuple[int, ScoredChunk]]) -
         return None
     if len(before) == 1 and _cut_head(chunks[sentence.slot][1], before):
         return None  # the tail of a sentence the chunk overlap cut ("mode first reads what the question asks:")
+    if _heading_line(text, start, end):
+        return None  # a heading that lost its markup ("Deploy Contract."): as good as a heading between
     start, end = _quoted_span(text, start, end)  # the same span as its candidate, so it is seen as taken
     words = text[start:end]
     return Sentence(sentence.slot, sentence.n, start, end, words, frozenset(content_terms(words)))
