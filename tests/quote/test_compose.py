@@ -1670,3 +1670,17 @@ def test_a_copy_of_a_quoted_sentence_on_another_page_is_not_quoted_again():
         ]
         answer = compose_quote_answer("What do I need before I deploy with Forge?", passages)
         assert answer.text.count("Forge is installed and set up on your local machine.") == 1, answer.text
+
+
+def test_a_lead_in_copied_on_another_page_is_quoted_once():
+    # Two pages repeat a guide: the lead-in of the command the answer quotes must not come again, from the other
+    # page, without its command.
+    guide = (
+        "## Build\n\nForge compiles every contract of the project in one go.\n\n"
+        "To compile the Smart Contract, run the command:\n\n```bash\nforge build\n```\n"
+    )
+    one = chunk(guide, "deploy-a.md", chapter="Deploy with Forge > Build")
+    two = chunk(guide, "deploy-b.md", chapter="Deploy with Forge > Build", dense=0.69)
+    answer = compose_quote_answer("How do I compile a contract with Forge?", [(1, one), (2, two)])
+    assert answer.text.count("To compile the Smart Contract, run the command:") == 1, answer.text
+    assert "forge build" in answer.text

@@ -533,7 +533,7 @@ def select(
             follows_it = block_after(sentence, chunks) is not None or (
                 question.kind in (QuestionKind.LIST, QuestionKind.PROCEDURE) and list_after(sentence, chunks, 1)
             )
-            if follows_it and len(chosen) < limit and not taken(sentence):
+            if follows_it and len(chosen) < limit and not taken(sentence) and not duplicate(sentence):
                 chosen.append(sentence)
             continue
         if taken(sentence) or duplicate(sentence):
