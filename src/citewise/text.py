@@ -8,11 +8,15 @@ so the same text always yields the same words on every machine.
 
 from __future__ import annotations
 
+import json
+import logging
 import re
 import threading
 from collections.abc import Iterable
 
 import Stemmer
+
+log = logging.getLogger(__name__)
 
 # ---------------------------------------------------------------------------------------------------------------
 # Stop words
@@ -250,3 +254,47 @@ def jaccard(a: Iterable[str], b: Iterable[str], *, empty: float = 1.0) -> float:
     report's questions)."""
     a, b = set(a), set(b)
     return len(a & b) / len(a | b) if a | b else empty
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Common English words
+# ---------------------------------------------------------------------------------------------------------------
+
+_ENGLISH: dict[str, int] | None = None
+_ENGLISH_LOCK = threading.Lock()
+ENGLISH_SHORT_CHARS = 4
+ENGLISH_MIN_COUNT = 100  # the word list's floor (50) holds rare words and typos alike ("instal", "thru", "sett")
+ENGLISH_MIN_COUNT_SHORT = 1000  # for words under ENGLISH_SHORT_CHARS letters: "two", "hit" are words, "wat" is not
+
+
+def english_count(word: str) -> int:
+    """How often an English word list counts `word` (lower-case), 0 for none or below ENGLISH_MIN_COUNT:
+    pyspellchecker's list (about 160,000 words with their frequency in subtitles and Wikipedia; the 47,000 counted
+    at least ENGLISH_MIN_COUNT times are kept), read on first use (about 0.1 s). When it can't be read, every count
+    is 0 (spelling correction may then correct real words, and quote mode reads no capitalised word as a common
+    one) and that is logged once."""
+    global _ENGLISH
+    if _ENGLISH is None:
+        with _ENGLISH_LOCK:
+            if _ENGLISH is None:
+                try:
+                    import gzip
+                    from importlib.resources import files
+
+                    raw = files("spellchecker").joinpath("resources", "en.json.gz").read_bytes()
+                    counts = json.loads(gzip.decompress(raw))
+                    _ENGLISH = {w: c for w, c in counts.items() if c >= ENGLISH_MIN_COUNT}
+                except Exception as exc:  # a missing or broken package must not fail a search or an answer
+                    log.warning("English word list unreadable (%s): spelling correction may correct real words", exc)
+                    _ENGLISH = {}
+    return _ENGLISH.get(word, 0)
+
+
+def is_english(word: str) -> bool:
+    """Whether `word` (lower-case) is a common enough English word that it is no typo, whatever the docs hold.
+
+    Spelling correction only corrects words that are none: a question about what the docs don't cover ("Is there a
+    Helm chart?", "Does it support flash loans?", "What is the main site?") is full of real words the docs never
+    use, and turning them into the nearest words the docs do use ("help chat", "loan", "min size") answers another
+    question. Quote mode reads such a word capitalised in a question ("Word", "Playground") as a name."""
+    return english_count(word) >= (ENGLISH_MIN_COUNT_SHORT if len(word) < ENGLISH_SHORT_CHARS else ENGLISH_MIN_COUNT)

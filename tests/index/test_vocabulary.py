@@ -60,17 +60,17 @@ def test_an_english_word_the_docs_lack_is_no_typo():
 
 def test_correction_works_without_the_word_list(monkeypatch):
     # A missing or broken word list must not fail a search: correction goes on as it did without it.
-    import citewise.index.vocabulary as vocabulary
+    import citewise.text as text
 
     def unreadable(package):
         raise ModuleNotFoundError(package)
 
-    monkeypatch.setattr(vocabulary, "_ENGLISH", None)
+    monkeypatch.setattr(text, "_ENGLISH", None)
     monkeypatch.setattr("importlib.resources.files", unreadable)
     view = Vocabulary.build([("public", "The site and the size.")] * 3, version=1).view(None)
     assert view.correct("sitte") == "site"
     assert view.correct("sise") in ("site", "size")
-    assert vocabulary.english_count("site") == 0
+    assert text.english_count("site") == 0
 
 
 def test_a_correction_starts_with_the_word_s_letter_and_prefers_the_word_a_typo_left_a_letter_out_of():

@@ -434,6 +434,27 @@ def test_a_question_whose_subject_the_corpus_never_mentions_is_refused():
     assert unknown.probability < known.probability
 
 
+def test_a_capitalised_common_word_is_a_name_only_where_it_is_capitalised():
+    # "Does it support Word documents?" asks about Microsoft Word. A passage using "word" and "documents" in their
+    # everyday sense does not name it, however many chunks of the corpus say "word".
+    spelling = chunk(
+        "A common English word is never corrected, so a question keeps the words of your documents it uses.",
+        "answers.md",
+        chapter="Asking questions > Spelling",
+    )
+    question = "Does it support Word documents?"
+    corpus = Corpus({"word": 300, "document": 300})
+    refused = compose_quote_answer(question, [(1, spelling)], corpus=corpus)
+    assert refused.refused and refused.parts[0].missing_anchors == ["Word"]
+    formats = chunk("Word documents (`.docx`) are read with their headings and tables.", "formats.md")
+    for written in (formats, chunk("Plain text, Markdown and WORD files are supported.", "formats.md")):
+        assert not compose_quote_answer(question, [(1, written)], corpus=corpus).refused
+    # A name that is no common word is found in any case, and a common word written in lower case is no anchor.
+    markdown = chunk("markdown files are read as they are.", "formats.md")
+    assert not compose_quote_answer("Can it read Markdown files?", [(1, markdown)], corpus=corpus).refused
+    assert analyse("Does it support word documents?").anchors == ()
+
+
 def test_a_paraphrased_word_does_not_sink_an_otherwise_covered_question():
     # "network" is a word no chunk holds, yet one of six: it weighs more, not all.
     question = "Which network port does the Orbitron daemon listen on by default?"

@@ -30,7 +30,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from citewise.text import STOPWORDS, stem
+from citewise.text import STOPWORDS, is_english, stem
 from citewise.types import Owner
 
 log = logging.getLogger(__name__)
@@ -45,44 +45,6 @@ MAX_CORRECTED_CHARS = 40
 RARE_FORM_MAX = 2
 RARE_FORM_RATIO = 5
 RARE_FORM_MIN_TARGET = 10
-
-
-_ENGLISH: dict[str, int] | None = None
-_ENGLISH_LOCK = threading.Lock()
-ENGLISH_MIN_COUNT = 100  # the word list's floor (50) holds rare words and typos alike ("instal", "thru", "sett")
-ENGLISH_MIN_COUNT_SHORT = 1000  # for words under MIN_CORRECTED_CHARS letters: "two", "hit" are words, "wat" is not
-
-
-def english_count(word: str) -> int:
-    """How often an English word list counts `word` (lower-case), 0 for none or below ENGLISH_MIN_COUNT:
-    pyspellchecker's list (about 160,000 words with their frequency in subtitles and Wikipedia; the 47,000 counted
-    at least ENGLISH_MIN_COUNT times are kept), read on first use (about 0.1 s). When it can't be read, every count
-    is 0 (correction works as it did without it) and that is logged once."""
-    global _ENGLISH
-    if _ENGLISH is None:
-        with _ENGLISH_LOCK:
-            if _ENGLISH is None:
-                try:
-                    import gzip
-                    from importlib.resources import files
-
-                    raw = files("spellchecker").joinpath("resources", "en.json.gz").read_bytes()
-                    counts = json.loads(gzip.decompress(raw))
-                    _ENGLISH = {w: c for w, c in counts.items() if c >= ENGLISH_MIN_COUNT}
-                except Exception as exc:  # a missing or broken package: correct as before, don't fail searches
-                    log.warning("English word list unreadable (%s): spelling correction may correct real words", exc)
-                    _ENGLISH = {}
-    return _ENGLISH.get(word, 0)
-
-
-def is_english(word: str) -> bool:
-    """Whether `word` (lower-case) is a common enough English word that it is no typo, whatever the docs hold.
-
-    Spelling correction only corrects words that are none: a question about what the docs don't cover ("Is there a
-    Helm chart?", "Does it support flash loans?", "What is the main site?") is full of real words the docs never
-    use, and turning them into the nearest words the docs do use ("help chat", "loan", "min size") answers another
-    question."""
-    return english_count(word) >= (ENGLISH_MIN_COUNT_SHORT if len(word) < MIN_CORRECTED_CHARS else ENGLISH_MIN_COUNT)
 
 
 def _omitted(word: str, candidate: str) -> bool:

@@ -15,6 +15,7 @@
 
 from __future__ import annotations
 
+import functools
 import math
 import re
 from collections.abc import Callable, Sequence
@@ -44,7 +45,7 @@ from citewise.quote.sentences import (
     values,
     whole_table,
 )
-from citewise.text import compact, content_terms, jaccard
+from citewise.text import compact, content_terms, is_english, jaccard
 from citewise.types import REFUSAL_TEXT, AnswerStyle, ScoredChunk
 
 TABLE_ROW_IN_PROCEDURE = 0.3  # how much a table row counts in the answer to "how do I …"
@@ -59,6 +60,7 @@ INTRODUCTION_FACTOR = 0.6  # "This guide will teach you how to …" (not for "wh
 FRAGMENT_FACTOR = 0.5  # a bare heading line repeated in the text
 FACTOID_EXPECTS = ("date", "number", "duration", "name", "name_or_value")
 RARE_SHARE = 0.02  # a question word in at most this share of chunks (at least 2) is one the question hinges on
+_WORD_NAME_RE = re.compile(r"[A-Z][a-z]+")
 COMMON_ANCHOR_SHARE = 0.1  # an anchor in more than this share of chunks is the corpus's topic, not the question's ...
 COMMON_ANCHOR_MIN_CHUNKS = 5  # ... when in at least this many (in a tiny corpus every word is in a large share)
 _IMPERATIVE_RE = re.compile(
@@ -375,7 +377,7 @@ def _features(
     terms = set(question.terms)
     context = s.terms | headings[s.slot]
     anchors = question.anchors
-    lowered = s.rendered().lower()
+    rendered = s.rendered()
     return {
         "relevance": base / best if best > 0 else 0.0,
         "top": float(top),
@@ -397,7 +399,7 @@ def _features(
         "anaphoric": float(not s.code and is_anaphoric(text)),
         "value": float(bool(values(text))),
         "inline_code": float("`" in text),
-        "anchors": sum(_anchor_present(a, lowered, s.terms) for a in anchors) / len(anchors) if anchors else 1.0,
+        "anchors": sum(_anchor_present(a, rendered, s.terms) for a in anchors) / len(anchors) if anchors else 1.0,
     }
 
 
@@ -493,8 +495,7 @@ def select(
         )
 
     def holds_anchor(sentence: Sentence) -> bool:  # names what the question names (`MAX_TURNS_REACHED`, 417)
-        text = sentence.text.lower()
-        return any(_anchor_present(anchor, text, set(sentence.terms)) for anchor in question.anchors)
+        return any(_anchor_present(anchor, sentence.text, set(sentence.terms)) for anchor in question.anchors)
 
     def taken(sentence: Sentence) -> bool:  # here, or last by the part before: "It …" may follow that
         return any(c.key == sentence.key for c in chosen) or quoted_last(sentence)
@@ -801,12 +802,28 @@ def _same_table(row: Sentence, other: Sentence) -> bool:
     return bool(row.header) and (row.slot, row.header) == (other.slot, other.header)
 
 
-def _anchor_present(anchor: str, evidence: str, evidence_terms: set[str]) -> bool:
-    lowered = anchor.lower()
-    if lowered in evidence:
+@functools.lru_cache(maxsize=1024)
+def _word_name(anchor: str) -> re.Pattern[str] | None:
+    """For an anchor that is one capitalised common English word ("Word", "Go", "Playground"), the pattern of that
+    word as a name: capitalised (or in capitals), plural or possessive allowed. None for any other anchor."""
+    if not _WORD_NAME_RE.fullmatch(anchor) or not is_english(anchor.lower()):
+        return None
+    return re.compile(rf"\b(?:{anchor}|{anchor.upper()})(?:s|es|['’]s)?\b")
+
+
+def _anchor_present(anchor: str, evidence: str, evidence_terms: set[str], *, as_name: bool = False) -> bool:
+    """Whether `evidence` (as written) names `anchor`: in any case, with its punctuation left out (`max_turns` for
+    MAX-TURNS) or by all its words' stems. `as_name`: a capitalised common word names something only capitalised:
+    "Does it support Word documents?" is about Microsoft Word, which a passage saying "a word of your docs" does
+    not name."""
+    name = _word_name(anchor) if as_name else None
+    if name is not None:
+        return name.search(evidence) is not None
+    lowered = evidence.lower()
+    if anchor.lower() in lowered:
         return True
     key = compact(anchor)
-    if len(key) >= 3 and key in re.sub(r"[^0-9a-z]+", "", evidence):
+    if len(key) >= 3 and key in re.sub(r"[^0-9a-z]+", "", lowered):
         return True
     words = content_terms(anchor)
     return bool(words) and words <= evidence_terms
@@ -836,13 +853,14 @@ def missing_anchors(
     for slot in sorted(slots):
         chunk = chunks[slot][1]
         texts.append("\n".join(p for p in (chunk.title, chunk.chapter, chunk.filename, chunk.text) if p))
-    evidence = "\n".join(texts).lower()
-    evidence_terms = content_terms(evidence)
+    evidence = "\n".join(texts)
+    evidence_terms = content_terms(evidence.lower())
     missing = []
     for anchor in question.anchors:
-        if _anchor_present(anchor, evidence, evidence_terms):
+        if _anchor_present(anchor, evidence, evidence_terms, as_name=True):
             continue
-        if corpus is not None and corpus.chunks:
+        # The corpus counts words, not names: "word" in most chunks does not make Word the docs' topic.
+        if corpus is not None and corpus.chunks and _word_name(anchor) is None:
             words = list(content_terms(anchor)) or [compact(anchor)]
             common = max(COMMON_ANCHOR_MIN_CHUNKS, COMMON_ANCHOR_SHARE * corpus.chunks)
             if all(w in evidence_terms or _term_df(w, corpus) >= common for w in words):
@@ -882,7 +900,7 @@ def signals(
         rare = {t for t in terms if local.get(t, 0) >= max(local.values(), default=0)}
     lead_terms = set(lead.terms)
     rare_lead = len(rare & lead_terms) / len(rare) if rare else 1.0
-    lead_text = lead.rendered().lower()
+    lead_text = lead.rendered()
     anchors_lead = (
         sum(_anchor_present(a, lead_text, lead_terms) for a in question.anchors) / len(question.anchors)
         if question.anchors
