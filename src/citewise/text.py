@@ -285,7 +285,11 @@ def english_count(word: str) -> int:
                     counts = json.loads(gzip.decompress(raw))
                     _ENGLISH = {w: c for w, c in counts.items() if c >= ENGLISH_MIN_COUNT}
                 except Exception as exc:  # a missing or broken package must not fail a search or an answer
-                    log.warning("English word list unreadable (%s): spelling correction may correct real words", exc)
+                    log.warning(
+                        "English word list unreadable (%s): spelling correction may correct real words, and quote "
+                        "mode reads no capitalised word as a name",
+                        exc,
+                    )
                     _ENGLISH = {}
     return _ENGLISH.get(word, 0)
 

@@ -15,7 +15,6 @@
 
 from __future__ import annotations
 
-import functools
 import math
 import re
 from collections.abc import Callable, Sequence
@@ -45,7 +44,7 @@ from citewise.quote.sentences import (
     values,
     whole_table,
 )
-from citewise.text import compact, content_terms, is_english, jaccard
+from citewise.text import code_blocks, compact, content_terms, is_english, jaccard, stem
 from citewise.types import REFUSAL_TEXT, AnswerStyle, ScoredChunk
 
 TABLE_ROW_IN_PROCEDURE = 0.3  # how much a table row counts in the answer to "how do I …"
@@ -61,8 +60,14 @@ FRAGMENT_FACTOR = 0.5  # a bare heading line repeated in the text
 FACTOID_EXPECTS = ("date", "number", "duration", "name", "name_or_value")
 RARE_SHARE = 0.02  # a question word in at most this share of chunks (at least 2) is one the question hinges on
 _WORD_NAME_RE = re.compile(r"[A-Z][a-z]+")
+_CAPITALISED_RE = re.compile(r"\b[A-Z][A-Za-z]*\b")
+_INLINE_CODE_RE = re.compile(r"`[^`\n]+`")
 COMMON_ANCHOR_SHARE = 0.1  # an anchor in more than this share of chunks is the corpus's topic, not the question's ...
 COMMON_ANCHOR_MIN_CHUNKS = 5  # ... when in at least this many (in a tiny corpus every word is in a large share)
+# A capitalised common word is the corpus's topic (a product named "Flask", "Click", "Relay") when it is in at least
+# this share of chunks: a product's name is in about half or more of its docs' chunks (Somnia 48%, Starlette 66%, pip
+# 79%); a word used as a word is not ("word" in Citewise's guide: 10%, "session": 12%).
+NAME_TOPIC_SHARE = 0.3
 _IMPERATIVE_RE = re.compile(
     r"^[\"'*_`]*(?:run|set|use|add|call|install|create|open|pass|enable|disable|configure|start|stop|restart|"
     r"point|change|edit|copy|remove|delete|upload|send|import|export|deploy|connect|give|type|click|select|"
@@ -802,23 +807,33 @@ def _same_table(row: Sentence, other: Sentence) -> bool:
     return bool(row.header) and (row.slot, row.header) == (other.slot, other.header)
 
 
-@functools.lru_cache(maxsize=1024)
-def _word_name(anchor: str) -> re.Pattern[str] | None:
-    """For an anchor that is one capitalised common English word ("Word", "Go", "Playground"), the pattern of that
-    word as a name: capitalised (or in capitals), plural or possessive allowed. None for any other anchor."""
+def _word_name(anchor: str) -> str | None:
+    """For an anchor that is one capitalised common English word ("Word", "Go", "Playground"), its stem: the question
+    capitalises it to name something. None for any other anchor."""
     if not _WORD_NAME_RE.fullmatch(anchor) or not is_english(anchor.lower()):
         return None
-    return re.compile(rf"\b(?:{anchor}|{anchor.upper()})(?:s|es|['’]s)?\b")
+    return stem(anchor.lower())
+
+
+def _names(evidence: str, key: str) -> bool:
+    """Whether `evidence` names the common-word name whose stem is `key`: capitalised or in capitals, in any
+    inflection ("Policies" for "Policy", "TAGS" for "Tag"), or inside code, where a tool's name is written as typed
+    (`brew install` for "Brew")."""
+    if any(stem(word.lower()) == key for word in _CAPITALISED_RE.findall(evidence)):
+        return True
+    code = [m.group(0) for m in _INLINE_CODE_RE.finditer(evidence)]
+    code += [evidence[start:end] for start, end in code_blocks(evidence)]
+    return any(key in content_terms(part.lower()) for part in code)
 
 
 def _anchor_present(anchor: str, evidence: str, evidence_terms: set[str], *, as_name: bool = False) -> bool:
     """Whether `evidence` (as written) names `anchor`: in any case, with its punctuation left out (`max_turns` for
-    MAX-TURNS) or by all its words' stems. `as_name`: a capitalised common word names something only capitalised:
-    "Does it support Word documents?" is about Microsoft Word, which a passage saying "a word of your docs" does
-    not name."""
-    name = _word_name(anchor) if as_name else None
-    if name is not None:
-        return name.search(evidence) is not None
+    MAX-TURNS) or by all its words' stems. `as_name`: a capitalised common word is a name, named only capitalised
+    or in code (`_names`): "Does it support Word documents?" is about Microsoft Word, which a passage saying "a word
+    of your docs" does not name."""
+    key = _word_name(anchor) if as_name else None
+    if key is not None:
+        return _names(evidence, key)
     lowered = evidence.lower()
     if anchor.lower() in lowered:
         return True
@@ -859,11 +874,14 @@ def missing_anchors(
     for anchor in question.anchors:
         if _anchor_present(anchor, evidence, evidence_terms, as_name=True):
             continue
-        # The corpus counts words, not names: "word" in most chunks does not make Word the docs' topic.
-        if corpus is not None and corpus.chunks and _word_name(anchor) is None:
+        if corpus is not None and corpus.chunks:
             words = list(content_terms(anchor)) or [compact(anchor)]
-            common = max(COMMON_ANCHOR_MIN_CHUNKS, COMMON_ANCHOR_SHARE * corpus.chunks)
-            if all(w in evidence_terms or _term_df(w, corpus) >= common for w in words):
+            if _word_name(anchor) is None:
+                held, share = evidence_terms, COMMON_ANCHOR_SHARE
+            else:  # the corpus counts words, not names: a common word is the docs' topic only in most of them
+                held, share = set(), NAME_TOPIC_SHARE
+            common = max(COMMON_ANCHOR_MIN_CHUNKS, share * corpus.chunks)
+            if all(w in held or _term_df(w, corpus) >= common for w in words):
                 continue
         missing.append(anchor)
     return tuple(missing)
