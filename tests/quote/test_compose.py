@@ -434,11 +434,14 @@ def test_a_question_whose_subject_the_corpus_never_mentions_is_refused():
     assert unknown.probability < known.probability
 
 
-def test_a_capitalised_common_word_is_a_name_only_where_it_is_capitalised():
+def test_a_capitalised_common_word_is_a_name_the_passage_must_name():
+    from citewise.quote.compose import missing_anchors
+
     corpus = Corpus({"word": 40, "document": 300})  # a tenth of the chunks say "word"
 
-    def missing(question: str, text: str, corpus=corpus) -> list[str]:
-        return compose_quote_answer(question, [(1, chunk(text, "guide.md"))], corpus=corpus).parts[0].missing_anchors
+    def missing(question: str, *texts: str, corpus=corpus, filename="guide.md", **where) -> tuple[str, ...]:
+        passages = [(i + 1, chunk(text, filename, **where)) for i, text in enumerate(texts)]
+        return missing_anchors(analyse(question), passages, set(range(len(passages))), corpus)
 
     # "Does it support Word documents?" asks about Microsoft Word. A passage using "word" and "documents" in their
     # everyday sense does not name it: refused whatever the model says.
@@ -446,19 +449,32 @@ def test_a_capitalised_common_word_is_a_name_only_where_it_is_capitalised():
     spelling = "A common English word is never corrected, so a question keeps the words of your documents it uses."
     refused = compose_quote_answer(word, [(1, chunk(spelling, "answers.md"))], corpus=corpus)
     assert refused.refused and refused.parts[0].missing_anchors == ["Word"]
-    assert missing(word, "Word documents (`.docx`) are read with their headings and tables.") == []
-    assert missing(word, "Plain text, Markdown and WORD files are supported.") == []
-    assert missing(word, "Exports from Microsoft Word's save dialog are read too.") == []
-    # Any inflection, capitalised or in capitals, names it; so does code, where a tool's name is written as typed.
-    assert missing("How do I write a Policy?", "Policies decide who may read a document.") == []
-    assert missing("Which characters may a Tag hold?", "## TAGS\n\nLetters, digits and dashes.") == []
-    assert missing("Can I install it with Brew?", "On macOS, run `brew install orbitron`.") == []
+    assert missing(word, "Word documents (`.docx`) are read with their headings and tables.") == ()
+    assert missing(word, "Plain text, Markdown and WORD files are supported.") == ()
+    assert missing(word, "Exports from Microsoft Word's save dialog are read too.") == ()
+    # Singular or plural, capitalised or in capitals, names it; a word merely sharing a stem does not.
+    assert missing("How do I write a Policy?", "Policies decide who may read a document.") == ()
+    assert missing("Which characters may a Tag hold?", "Letters, digits and dashes: see TAGS.") == ()
+    assert missing("Does it run on a Bus?", "Buses are supported.") == ()
+    assert missing("Does it work with Express?", "Expressions in templates are evaluated lazily.") == ("Express",)
+    assert missing(word, "The Wording of a question is kept.") == ("Word",)
+    # A title or heading names a page's subject (a passage about "the series" under "Friends"); a file name does not.
+    assert missing(word, "Every word of your docs is kept.", chapter="Formats > Word") == ()
+    assert missing(word, "Every word of your docs is kept.", filename="Words.md") == ("Word",)
+    # A tool's name as the command a line of code starts with counts; the word elsewhere in code does not.
+    assert missing("Can I install it with Brew?", "On macOS, run `brew install orbitron`.") == ()
+    assert missing("Can I install it with Brew?", "On macOS:\n\n```bash\n$ brew install orbitron\n```") == ()
+    assert missing(word, "Set `max_words` to cap an answer, or pass `--words 50`.") == ("Word",)
+    assert missing(word, "It fails with:\n\n```\nerror: the word limit was exceeded\n```") == ("Word",)
+    # Nor does code of one passage pair with a fence of another.
+    cut = "Install it:\n\n```bash\npip install orbitron"
+    assert missing(word, cut, "Every word of your docs is kept.\n\n```python\nx = 1\n```") == ("Word",)
     # A product named with a common word is the corpus's topic when most chunks hold it, as any product name is.
     flask, views = "Does Flask support async views?", "Views may be async functions since version 2.0."
-    assert missing(flask, views, Corpus({"flask": 300})) == []
-    assert missing(flask, views, Corpus({"flask": 40})) == ["Flask"]
+    assert missing(flask, views, corpus=Corpus({"flask": 300})) == ()
+    assert missing(flask, views, corpus=Corpus({"flask": 40})) == ("Flask",)
     # A name that is no common word is found in any case, and a common word written in lower case is no anchor.
-    assert missing("Can it read Markdown files?", "markdown files are read as they are.") == []
+    assert missing("Can it read Markdown files?", "markdown files are read as they are.") == ()
     assert analyse("Does it support word documents?").anchors == ()
 
 

@@ -44,7 +44,7 @@ from citewise.quote.sentences import (
     values,
     whole_table,
 )
-from citewise.text import code_blocks, compact, content_terms, is_english, jaccard, stem
+from citewise.text import code_blocks, compact, content_terms, is_english, jaccard
 from citewise.types import REFUSAL_TEXT, AnswerStyle, ScoredChunk
 
 TABLE_ROW_IN_PROCEDURE = 0.3  # how much a table row counts in the answer to "how do I …"
@@ -61,7 +61,7 @@ FACTOID_EXPECTS = ("date", "number", "duration", "name", "name_or_value")
 RARE_SHARE = 0.02  # a question word in at most this share of chunks (at least 2) is one the question hinges on
 _WORD_NAME_RE = re.compile(r"[A-Z][a-z]+")
 _CAPITALISED_RE = re.compile(r"\b[A-Z][A-Za-z]*\b")
-_INLINE_CODE_RE = re.compile(r"`[^`\n]+`")
+_INLINE_CODE_RE = re.compile(r"`([^`\n]+)`")
 COMMON_ANCHOR_SHARE = 0.1  # an anchor in more than this share of chunks is the corpus's topic, not the question's ...
 COMMON_ANCHOR_MIN_CHUNKS = 5  # ... when in at least this many (in a tiny corpus every word is in a large share)
 # A capitalised common word is the corpus's topic (a product named "Flask", "Click", "Relay") when it is in at least
@@ -808,32 +808,45 @@ def _same_table(row: Sentence, other: Sentence) -> bool:
 
 
 def _word_name(anchor: str) -> str | None:
-    """For an anchor that is one capitalised common English word ("Word", "Go", "Playground"), its stem: the question
-    capitalises it to name something. None for any other anchor."""
+    """For an anchor that is one capitalised common English word ("Word", "Go", "Playground"), that word in lower case:
+    the question capitalises it to name something. None for any other anchor."""
     if not _WORD_NAME_RE.fullmatch(anchor) or not is_english(anchor.lower()):
         return None
-    return stem(anchor.lower())
+    return anchor.lower()
 
 
-def _names(evidence: str, key: str) -> bool:
-    """Whether `evidence` names the common-word name whose stem is `key`: capitalised or in capitals, in any
-    inflection ("Policies" for "Policy", "TAGS" for "Tag"), or inside code, where a tool's name is written as typed
-    (`brew install` for "Brew")."""
-    if any(stem(word.lower()) == key for word in _CAPITALISED_RE.findall(evidence)):
-        return True
-    code = [m.group(0) for m in _INLINE_CODE_RE.finditer(evidence)]
-    code += [evidence[start:end] for start, end in code_blocks(evidence)]
-    return any(key in content_terms(part.lower()) for part in code)
+def _singular(word: str) -> str:
+    """A lower-case English word without its plural ending ("policies" → "policy", "buses" → "bus", "tags" → "tag"):
+    inflection only, where a stemmer would also take "expressions" for "express" and "wording" for "word"."""
+    if len(word) > 4 and word.endswith("ies"):
+        return word[:-3] + "y"
+    if word.endswith(("ses", "xes", "zes", "ches", "shes")):
+        return word[:-2]
+    if len(word) > 3 and word.endswith("s") and not word.endswith("ss"):
+        return word[:-1]
+    return word
 
 
-def _anchor_present(anchor: str, evidence: str, evidence_terms: set[str], *, as_name: bool = False) -> bool:
+def _names(texts: Sequence[str], word: str) -> bool:
+    """Whether passages name the common-word name `word` (lower case): capitalised or in capitals, singular or plural
+    ("Policies" for "Policy", "TAGS" for "Tag"); or as the command a line of code starts with, where a tool's name is
+    written as typed (`brew install` for "Brew"). A title or heading counts: it is where a page names its subject
+    ("Friends" above a passage that says "the series"), though one in Title Case capitalises every word."""
+    key = _singular(word)
+    command = re.compile(rf"\s*(?:\$\s+)?{re.escape(word)}(?:\s|$)")
+    for text in texts:
+        if any(_singular(w.lower()) == key for w in _CAPITALISED_RE.findall(text)):
+            return True
+        code = [m.group(1) for m in _INLINE_CODE_RE.finditer(text)]
+        code += [line for start, end in code_blocks(text) for line in text[start:end].splitlines()[1:-1]]
+        if any(command.match(line) for line in code):
+            return True
+    return False
+
+
+def _anchor_present(anchor: str, evidence: str, evidence_terms: set[str]) -> bool:
     """Whether `evidence` (as written) names `anchor`: in any case, with its punctuation left out (`max_turns` for
-    MAX-TURNS) or by all its words' stems. `as_name`: a capitalised common word is a name, named only capitalised
-    or in code (`_names`): "Does it support Word documents?" is about Microsoft Word, which a passage saying "a word
-    of your docs" does not name."""
-    key = _word_name(anchor) if as_name else None
-    if key is not None:
-        return _names(evidence, key)
+    MAX-TURNS) or by all its words' stems."""
     lowered = evidence.lower()
     if anchor.lower() in lowered:
         return True
@@ -859,9 +872,10 @@ def _holding_anchors(
 def missing_anchors(
     question: Question, chunks: Sequence[tuple[int, ScoredChunk]], slots: set[int], corpus: CorpusStats | None
 ) -> tuple[str, ...]:
-    """The question's anchors that none of the evidence passages (text, title, headings, file name) holds. An
-    anchor most of the corpus holds (the product's name) is the corpus's topic, not the question's: not required; nor
-    is such a word inside a longer name ("Starlette's Jinja2" asks for Jinja2 in a corpus about Starlette)."""
+    """The question's anchors that none of the evidence passages (text, title, headings, file name) holds; a
+    capitalised common word ("Word") must be named in their text (`_names`). An anchor most of the corpus holds (the
+    product's name) is the corpus's topic, not the question's: not required; nor is such a word inside a longer name
+    ("Starlette's Jinja2" asks for Jinja2 in a corpus about Starlette)."""
     if not question.anchors:
         return ()
     texts = []
@@ -870,15 +884,18 @@ def missing_anchors(
         texts.append("\n".join(p for p in (chunk.title, chunk.chapter, chunk.filename, chunk.text) if p))
     evidence = "\n".join(texts)
     evidence_terms = content_terms(evidence.lower())
+    # A name is named in a passage's text, title or headings, not by a file name ("Words.md").
+    bodies = ["\n".join(p for p in (c.title, c.chapter, c.text) if p) for c in (chunks[s][1] for s in sorted(slots))]
     missing = []
     for anchor in question.anchors:
-        if _anchor_present(anchor, evidence, evidence_terms, as_name=True):
+        word = _word_name(anchor)
+        if _names(bodies, word) if word is not None else _anchor_present(anchor, evidence, evidence_terms):
             continue
         if corpus is not None and corpus.chunks:
             words = list(content_terms(anchor)) or [compact(anchor)]
-            if _word_name(anchor) is None:
+            if word is None:
                 held, share = evidence_terms, COMMON_ANCHOR_SHARE
-            else:  # the corpus counts words, not names: a common word is the docs' topic only in most of them
+            else:  # the corpus counts words, not names: a common word is the docs' topic only in many chunks
                 held, share = set(), NAME_TOPIC_SHARE
             common = max(COMMON_ANCHOR_MIN_CHUNKS, share * corpus.chunks)
             if all(w in held or _term_df(w, corpus) >= common for w in words):
