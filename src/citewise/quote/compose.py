@@ -19,6 +19,7 @@ import math
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
+from pathlib import PurePosixPath
 
 from citewise.quote.decide import Signals, Verdict
 from citewise.quote.question import Question, QuestionKind
@@ -44,7 +45,7 @@ from citewise.quote.sentences import (
     values,
     whole_table,
 )
-from citewise.text import code_blocks, compact, content_terms, is_english, jaccard
+from citewise.text import compact, content_terms, is_english, jaccard
 from citewise.types import REFUSAL_TEXT, AnswerStyle, ScoredChunk
 
 TABLE_ROW_IN_PROCEDURE = 0.3  # how much a table row counts in the answer to "how do I …"
@@ -62,6 +63,7 @@ RARE_SHARE = 0.02  # a question word in at most this share of chunks (at least 2
 _WORD_NAME_RE = re.compile(r"[A-Z][a-z]+")
 _CAPITALISED_RE = re.compile(r"\b[A-Z][A-Za-z]*\b")
 _INLINE_CODE_RE = re.compile(r"`([^`\n]+)`")
+_FENCE_RE = re.compile(r"\s{0,3}(`{3,}|~{3,})(.*)$")
 COMMON_ANCHOR_SHARE = 0.1  # an anchor in more than this share of chunks is the corpus's topic, not the question's ...
 COMMON_ANCHOR_MIN_CHUNKS = 5  # ... when in at least this many (in a tiny corpus every word is in a large share)
 # A capitalised common word is the corpus's topic (a product named "Flask", "Click", "Relay") when it is in at least
@@ -815,30 +817,41 @@ def _word_name(anchor: str) -> str | None:
     return anchor.lower()
 
 
-def _singular(word: str) -> str:
-    """A lower-case English word without its plural ending ("policies" → "policy", "buses" → "bus", "tags" → "tag"):
-    inflection only, where a stemmer would also take "expressions" for "express" and "wording" for "word"."""
-    if len(word) > 4 and word.endswith("ies"):
-        return word[:-3] + "y"
-    if word.endswith(("ses", "xes", "zes", "ches", "shes")):
-        return word[:-2]
-    if len(word) > 3 and word.endswith("s") and not word.endswith("ss"):
-        return word[:-1]
-    return word
+def _inflected(a: str, b: str) -> bool:
+    """Whether two lower-case words are one word, singular or plural: "cookie"/"cookies", "alias"/"aliases",
+    "policy"/"policies", "tag"/"tags". Inflection only, where a stemmer would also take "expressions" for "express"."""
+    if a == b:
+        return True
+    short, long = sorted((a, b), key=len)
+    return long in (short + "s", short + "es") or (short.endswith("y") and long == short[:-1] + "ies")
+
+
+def _code_lines(text: str) -> list[str]:
+    """The lines inside the fenced code blocks of `text`: a fence of three or more backticks or tildes closes only on
+    a fence of the same character at least as long (a ```` block may hold a ``` one), and an unclosed block runs to
+    the passage's end."""
+    lines, fence = [], ""
+    for line in text.splitlines():
+        marker = _FENCE_RE.match(line)
+        if fence:
+            if marker and marker.group(1)[0] == fence[0] and len(marker.group(1)) >= len(fence) and not marker.group(2):
+                fence = ""
+            else:
+                lines.append(line)
+        elif marker:
+            fence = marker.group(1)
+    return lines
 
 
 def _names(texts: Sequence[str], word: str) -> bool:
-    """Whether passages name the common-word name `word` (lower case): capitalised or in capitals, singular or plural
-    ("Policies" for "Policy", "TAGS" for "Tag"); or as the command a line of code starts with, where a tool's name is
-    written as typed (`brew install` for "Brew"). A title or heading counts: it is where a page names its subject
-    ("Friends" above a passage that says "the series"), though one in Title Case capitalises every word."""
-    key = _singular(word)
-    command = re.compile(rf"\s*(?:\$\s+)?{re.escape(word)}(?:\s|$)")
+    """Whether passages name the common-word name `word` (lower case): a capitalised word or one in capitals that is
+    it, singular or plural ("Policies" for "Policy", "TAGS" for "Tag"); or, in code, a command it starts, as a tool's
+    name is typed (`brew install`, `$ go build`): the word, then an argument."""
+    command = re.compile(rf"\s*(?:\$\s+)?{re.escape(word)}\s+[\w.-]")
     for text in texts:
-        if any(_singular(w.lower()) == key for w in _CAPITALISED_RE.findall(text)):
+        if any(_inflected(w.lower(), word) for w in _CAPITALISED_RE.findall(text)):
             return True
-        code = [m.group(1) for m in _INLINE_CODE_RE.finditer(text)]
-        code += [line for start, end in code_blocks(text) for line in text[start:end].splitlines()[1:-1]]
+        code = [m.group(1) for m in _INLINE_CODE_RE.finditer(text)] + _code_lines(text)
         if any(command.match(line) for line in code):
             return True
     return False
@@ -869,6 +882,13 @@ def _holding_anchors(
     return holding or list(chunks)
 
 
+def _own_title(chunk: ScoredChunk) -> str:
+    """A passage's title, unless it only repeats the file name: a page with no heading of its own is titled by its
+    file ("Words.md" → "Words"), which names nothing."""
+    words = re.findall(r"[a-z0-9]+", (chunk.title or "").lower())
+    return "" if words == re.findall(r"[a-z0-9]+", PurePosixPath(chunk.filename).stem.lower()) else chunk.title or ""
+
+
 def missing_anchors(
     question: Question, chunks: Sequence[tuple[int, ScoredChunk]], slots: set[int], corpus: CorpusStats | None
 ) -> tuple[str, ...]:
@@ -884,8 +904,9 @@ def missing_anchors(
         texts.append("\n".join(p for p in (chunk.title, chunk.chapter, chunk.filename, chunk.text) if p))
     evidence = "\n".join(texts)
     evidence_terms = content_terms(evidence.lower())
-    # A name is named in a passage's text, title or headings, not by a file name ("Words.md").
-    bodies = ["\n".join(p for p in (c.title, c.chapter, c.text) if p) for c in (chunks[s][1] for s in sorted(slots))]
+    bodies = [
+        "\n".join(p for p in (_own_title(c), c.chapter, c.text) if p) for c in (chunks[s][1] for s in sorted(slots))
+    ]
     missing = []
     for anchor in question.anchors:
         word = _word_name(anchor)
