@@ -463,6 +463,7 @@ def test_a_capitalised_common_word_is_a_name_the_passage_must_name():
     ):
         assert missing(question, text) == (), question
     assert missing("Does it work with Express?", "Expressions in templates are evaluated lazily.") == ("Express",)
+    assert missing("Can I change my Plan?", "Planes are not supported.") == ("Plan",)
     assert missing(word, "The Wording of a question is kept.") == ("Word",)
     # A title or heading names a page's subject (a passage about "the series" under "Friends"); a title that only
     # repeats the file name ("Words.md" → "Words") names nothing.
@@ -479,6 +480,14 @@ def test_a_capitalised_common_word_is_a_name_the_passage_must_name():
     nested = "````markdown\n```bash\nls\n```\n````\n\nSpelling keeps every\nword as typed.\n\n```bash\nls\n```"
     assert missing(word, nested) == ("Word",)
     assert missing(word, "Spelling keeps every\nword as typed.") == ("Word",)
+    # Fences pair as CommonMark pairs them: a fence closes on one of its own character, at least as long, with
+    # nothing after it (spaces aside); an unclosed block runs to the passage's end; "```ls```" is inline code.
+    assert missing(word, "```ls -l``` lists files. Spelling keeps every\nword as typed.") == ("Word",)
+    assert missing(word, "```bash\nls\n``` \n\nSpelling keeps every\nword as typed.") == ("Word",)
+    assert missing(word, "```\nls\n~~~\nword count --all\n```") == ()  # "~~~" closes no "```" block
+    assert missing(word, "```\nls\n```python\nword count --all\n```") == ()  # nor does a fence with an info string
+    assert missing("Can I install it with Brew?", "~~~\n$ brew install orbitron\n~~~") == ()
+    assert missing("Can I install it with Brew?", "Run:\n\n```bash\nbrew install orbitron") == ()
     # A product named with a common word is the corpus's topic when many chunks hold it, as any product name is.
     flask, views = "Does Flask support async views?", "Views may be async functions since version 2.0."
     assert missing(flask, views, corpus=Corpus({"flask": 300})) == ()

@@ -63,7 +63,7 @@ RARE_SHARE = 0.02  # a question word in at most this share of chunks (at least 2
 _WORD_NAME_RE = re.compile(r"[A-Z][a-z]+")
 _CAPITALISED_RE = re.compile(r"\b[A-Z][A-Za-z]*\b")
 _INLINE_CODE_RE = re.compile(r"`([^`\n]+)`")
-_FENCE_RE = re.compile(r"\s{0,3}(`{3,}|~{3,})(.*)$")
+_FENCE_RE = re.compile(r" {0,3}(`{3,}|~{3,})(.*)$")
 COMMON_ANCHOR_SHARE = 0.1  # an anchor in more than this share of chunks is the corpus's topic, not the question's ...
 COMMON_ANCHOR_MIN_CHUNKS = 5  # ... when in at least this many (in a tiny corpus every word is in a large share)
 # A capitalised common word is the corpus's topic (a product named "Flask", "Click", "Relay") when it is in at least
@@ -823,7 +823,9 @@ def _inflected(a: str, b: str) -> bool:
     if a == b:
         return True
     short, long = sorted((a, b), key=len)
-    return long in (short + "s", short + "es") or (short.endswith("y") and long == short[:-1] + "ies")
+    if long == short + "es":  # "buses", "aliases", "boxes"; not "planes" of "plan", "goes" of "go"
+        return short.endswith(("s", "x", "z", "ch", "sh"))
+    return long == short + "s" or (short.endswith("y") and long == short[:-1] + "ies")
 
 
 def _code_lines(text: str) -> list[str]:
@@ -834,11 +836,12 @@ def _code_lines(text: str) -> list[str]:
     for line in text.splitlines():
         marker = _FENCE_RE.match(line)
         if fence:
-            if marker and marker.group(1)[0] == fence[0] and len(marker.group(1)) >= len(fence) and not marker.group(2):
+            closing = marker and not marker.group(2).strip() and len(marker.group(1)) >= len(fence)
+            if closing and marker.group(1)[0] == fence[0]:
                 fence = ""
             else:
                 lines.append(line)
-        elif marker:
+        elif marker and not (marker.group(1)[0] == "`" and "`" in marker.group(2)):  # "```ls``` lists": inline code
             fence = marker.group(1)
     return lines
 
