@@ -1,9 +1,10 @@
 """Words and sentences of documentation text: the one home of tokens, stems, stop words, identifiers, sentence
-spans and code fences, for every module that reads text (quote mode, retrieval's query preparation, the validator,
-the question log).
+spans, code fences and which words are common English, for every module that reads text (quote mode, retrieval's
+query preparation and spelling correction, the validator, the question log).
 
-Everything here is cheap and deterministic: regular expressions and the English Snowball stemmer (PyStemmer, in C),
-so the same text always yields the same words on every machine.
+Everything here is cheap and deterministic: regular expressions, the English Snowball stemmer (PyStemmer, in C) and
+a fixed English word list (pyspellchecker's, read once), so the same text always yields the same words on every
+machine.
 """
 
 from __future__ import annotations

@@ -896,7 +896,7 @@ def missing_anchors(
     question: Question, chunks: Sequence[tuple[int, ScoredChunk]], slots: set[int], corpus: CorpusStats | None
 ) -> tuple[str, ...]:
     """The question's anchors that none of the evidence passages (text, title, headings, file name) holds; a
-    capitalised common word ("Word") must be named in their text (`_names`). An anchor most of the corpus holds (the
+    capitalised common word ("Word") must be named as a name (`_names`). An anchor most of the corpus holds (the
     product's name) is the corpus's topic, not the question's: not required; nor is such a word inside a longer name
     ("Starlette's Jinja2" asks for Jinja2 in a corpus about Starlette)."""
     if not question.anchors:
