@@ -384,7 +384,7 @@ def _features(
     terms = set(question.terms)
     context = s.terms | headings[s.slot]
     anchors = question.anchors
-    rendered = s.rendered()
+    lowered = s.rendered().lower()
     return {
         "relevance": base / best if best > 0 else 0.0,
         "top": float(top),
@@ -406,7 +406,7 @@ def _features(
         "anaphoric": float(not s.code and is_anaphoric(text)),
         "value": float(bool(values(text))),
         "inline_code": float("`" in text),
-        "anchors": sum(_anchor_present(a, rendered, s.terms) for a in anchors) / len(anchors) if anchors else 1.0,
+        "anchors": sum(_anchor_present(a, lowered, s.terms) for a in anchors) / len(anchors) if anchors else 1.0,
     }
 
 
@@ -502,7 +502,8 @@ def select(
         )
 
     def holds_anchor(sentence: Sentence) -> bool:  # names what the question names (`MAX_TURNS_REACHED`, 417)
-        return any(_anchor_present(anchor, sentence.text, set(sentence.terms)) for anchor in question.anchors)
+        text = sentence.text.lower()
+        return any(_anchor_present(anchor, text, set(sentence.terms)) for anchor in question.anchors)
 
     def taken(sentence: Sentence) -> bool:  # here, or last by the part before: "It …" may follow that
         return any(c.key == sentence.key for c in chosen) or quoted_last(sentence)
@@ -861,13 +862,12 @@ def _names(texts: Sequence[str], word: str) -> bool:
 
 
 def _anchor_present(anchor: str, evidence: str, evidence_terms: set[str]) -> bool:
-    """Whether `evidence` (as written) names `anchor`: in any case, with its punctuation left out (`max_turns` for
+    """Whether `evidence` (lower case) names `anchor`: in any case, with its punctuation left out (`max_turns` for
     MAX-TURNS) or by all its words' stems."""
-    lowered = evidence.lower()
-    if anchor.lower() in lowered:
+    if anchor.lower() in evidence:
         return True
     key = compact(anchor)
-    if len(key) >= 3 and key in re.sub(r"[^0-9a-z]+", "", lowered):
+    if len(key) >= 3 and key in re.sub(r"[^0-9a-z]+", "", evidence):
         return True
     words = content_terms(anchor)
     return bool(words) and words <= evidence_terms
@@ -905,8 +905,8 @@ def missing_anchors(
     for slot in sorted(slots):
         chunk = chunks[slot][1]
         texts.append("\n".join(p for p in (chunk.title, chunk.chapter, chunk.filename, chunk.text) if p))
-    evidence = "\n".join(texts)
-    evidence_terms = content_terms(evidence.lower())
+    evidence = "\n".join(texts).lower()
+    evidence_terms = content_terms(evidence)
     bodies = [
         "\n".join(p for p in (_own_title(c), c.chapter, c.text) if p) for c in (chunks[s][1] for s in sorted(slots))
     ]
@@ -959,7 +959,7 @@ def signals(
         rare = {t for t in terms if local.get(t, 0) >= max(local.values(), default=0)}
     lead_terms = set(lead.terms)
     rare_lead = len(rare & lead_terms) / len(rare) if rare else 1.0
-    lead_text = lead.rendered()
+    lead_text = lead.rendered().lower()
     anchors_lead = (
         sum(_anchor_present(a, lead_text, lead_terms) for a in question.anchors) / len(question.anchors)
         if question.anchors
