@@ -242,12 +242,33 @@ def split_sentences(text: str) -> list[tuple[int, int]]:
     return out
 
 
+_FENCE_RE = re.compile(r" {0,3}(`{3,}|~{3,})(.*)$")
+
+
 def code_blocks(text: str) -> list[tuple[int, int]]:
     """[start, end) spans of the closed fenced code blocks of `text`, fences included."""
     spans = []
     for match in re.finditer(r"^[ \t]*((```|~~~)[^\n]*\n.*?^[ \t]*\2)[ \t]*$", text, re.S | re.M):
         spans.append((match.start(1), match.end(1)))
     return spans
+
+
+def fenced_lines(text: str) -> list[str]:
+    """The lines inside the fenced code blocks of `text`: a fence of three or more backticks or tildes closes only on
+    a fence of the same character at least as long (a ```` block may hold a ``` one), and an unclosed block runs to
+    the text's end. (`code_blocks` pairs fences by a pattern instead, and would close a ```` block on a ``` line.)"""
+    lines, fence = [], ""
+    for line in text.splitlines():
+        marker = _FENCE_RE.match(line)
+        if fence:
+            closing = marker and not marker.group(2).strip() and len(marker.group(1)) >= len(fence)
+            if closing and marker.group(1)[0] == fence[0]:
+                fence = ""
+            else:
+                lines.append(line)
+        elif marker and not (marker.group(1)[0] == "`" and "`" in marker.group(2)):  # "```ls``` lists": inline code
+            fence = marker.group(1)
+    return lines
 
 
 def jaccard(a: Iterable[str], b: Iterable[str], *, empty: float = 1.0) -> float:

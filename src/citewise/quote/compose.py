@@ -45,7 +45,7 @@ from citewise.quote.sentences import (
     values,
     whole_table,
 )
-from citewise.text import compact, content_terms, is_english, jaccard
+from citewise.text import compact, content_terms, fenced_lines, is_english, jaccard
 from citewise.types import REFUSAL_TEXT, AnswerStyle, ScoredChunk
 
 TABLE_ROW_IN_PROCEDURE = 0.3  # how much a table row counts in the answer to "how do I …"
@@ -63,7 +63,6 @@ RARE_SHARE = 0.02  # a question word in at most this share of chunks (at least 2
 _WORD_NAME_RE = re.compile(r"[A-Z][a-z]+")
 _CAPITALISED_RE = re.compile(r"\b[A-Z][A-Za-z]*\b")
 _INLINE_CODE_RE = re.compile(r"`([^`\n]+)`")
-_FENCE_RE = re.compile(r" {0,3}(`{3,}|~{3,})(.*)$")
 COMMON_ANCHOR_SHARE = 0.1  # an anchor in more than this share of chunks is the corpus's topic, not the question's ...
 COMMON_ANCHOR_MIN_CHUNKS = 5  # ... when in at least this many (in a tiny corpus every word is in a large share)
 # A capitalised common word is the corpus's topic (a product named "Flask", "Click", "Relay") when it is in at least
@@ -829,24 +828,6 @@ def _inflected(a: str, b: str) -> bool:
     return long == short + "s" or (short.endswith("y") and long == short[:-1] + "ies")
 
 
-def _code_lines(text: str) -> list[str]:
-    """The lines inside the fenced code blocks of `text`: a fence of three or more backticks or tildes closes only on
-    a fence of the same character at least as long (a ```` block may hold a ``` one), and an unclosed block runs to
-    the passage's end."""
-    lines, fence = [], ""
-    for line in text.splitlines():
-        marker = _FENCE_RE.match(line)
-        if fence:
-            closing = marker and not marker.group(2).strip() and len(marker.group(1)) >= len(fence)
-            if closing and marker.group(1)[0] == fence[0]:
-                fence = ""
-            else:
-                lines.append(line)
-        elif marker and not (marker.group(1)[0] == "`" and "`" in marker.group(2)):  # "```ls``` lists": inline code
-            fence = marker.group(1)
-    return lines
-
-
 def _names(texts: Sequence[str], word: str) -> bool:
     """Whether passages name the common-word name `word` (lower case): a capitalised word or one in capitals that is
     it, singular or plural ("Policies" for "Policy", "TAGS" for "Tag"); or, in code, a command it starts, as a tool's
@@ -855,7 +836,7 @@ def _names(texts: Sequence[str], word: str) -> bool:
     for text in texts:
         if any(_inflected(w.lower(), word) for w in _CAPITALISED_RE.findall(text)):
             return True
-        code = [m.group(1) for m in _INLINE_CODE_RE.finditer(text)] + _code_lines(text)
+        code = [m.group(1) for m in _INLINE_CODE_RE.finditer(text)] + fenced_lines(text)
         if any(command.match(line) for line in code):
             return True
     return False
