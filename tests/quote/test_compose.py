@@ -1675,6 +1675,35 @@ def test_a_row_after_prose_that_names_the_setting_is_still_quoted():
     assert "| `max_turns` | 6 |" in answer.text
 
 
+INGEST_SETTINGS = chunk(
+    "## Ingest settings\n\n"
+    "| Setting | Default | Description |\n| --- | --- | --- |\n"
+    "| `chunk_overlap` | `150` | Characters of the previous chunk repeated at the start of the next one. |\n"
+    "| `embed_batch_size` | `8` | Chunks per forward pass of a local model. |\n"
+    "| `chunk_size` | `1000` | Target size of a chunk, in characters. |\n"
+    "| `commit_every` | `512` | Chunks embedded between two commits to the index. |\n",
+    "configuration.md",
+    chapter="Configuration > Ingest settings",
+)
+
+
+def test_a_question_naming_a_rows_first_cell_gets_that_row_not_its_neighbours():
+    # "chunk size" names the `chunk_size` row by its first cell; the other rows share words with the question
+    # ("chunk", "default") but describe other settings.
+    prose = chunk(
+        "Sections are packed into chunks of about 1,000 characters (`ingest.chunk_size`, default `1000`).",
+        "ingesting.md",
+        dense=0.75,
+    )
+    answer = compose_quote_answer("What is the default chunk size?", [(1, prose), (2, INGEST_SETTINGS)])
+    assert "| `chunk_size` | `1000` |" in answer.text
+    for other in ("chunk_overlap", "embed_batch_size", "commit_every"):
+        assert f"| `{other}` |" not in answer.text
+    # A question no first cell names leaves the rows to relevance, as before.
+    answer = compose_quote_answer("How many chunks are embedded between two commits?", [(1, INGEST_SETTINGS)])
+    assert "| `commit_every` | `512` |" in answer.text
+
+
 def test_a_structured_answer_gives_no_row_of_another_code_as_why_it_matters():
     answer = compose_quote_answer(
         "When does a run end with MAX_TURNS_REACHED?", [(1, EXIT_REASONS)], style=AnswerStyle.STRUCTURED

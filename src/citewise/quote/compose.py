@@ -475,7 +475,9 @@ def select(
 
     Sentences at least RELATIVE_CUTOFF as relevant as the best one, near-duplicates and lead-ins ("Run this:")
     dropped; when the first is a table row holding what the question names (`MAX_TURNS_REACHED`), another row of
-    its table must hold it too (the rows around it are about other codes or settings). A sentence that points back
+    its table must hold it too (the rows around it are about other codes or settings), and no row is taken whose first
+    cell names less of the question than another row's of its table does (`chunk_size` for "the default chunk
+    size", not `chunk_overlap`). A sentence that points back
     ("They …") joins only right after its predecessor, which must share a question word unless the sentence is the
     best candidate and holds what the question's kind wants (a value for "how fast"); a navigation sentence ("See …
     for …") only when no other sentence is taken. Should nothing else remain, the best pointing-back sentence is
@@ -511,6 +513,7 @@ def select(
         before = predecessor(heads[0] if heads else sentence, chunks)
         return before is not None and taken(before)
 
+    named_row = _named_rows(scored, question_terms)
     if question.kind == QuestionKind.LIST:
         table = _listing_table(scored, chunks)
         if table is not None and not quoted(table):
@@ -548,6 +551,8 @@ def select(
             continue
         if chosen and _same_table(chosen[0], sentence) and holds_anchor(chosen[0]) and not holds_anchor(sentence):
             continue  # the row of another code or setting than the one the question names, whose row leads
+        if sentence.header and len(_row_key(sentence) & question_terms) < named_row.get(_table(sentence), 0):
+            continue  # another row of its table is the one the question names by its first cell (`chunk_size`)
         if is_navigation(sentence.text):
             navigation.append(sentence)
             continue
@@ -806,7 +811,33 @@ def _plain(text: str) -> str:
 
 def _same_table(row: Sentence, other: Sentence) -> bool:
     """Whether both are rows of one table of one passage."""
-    return bool(row.header) and (row.slot, row.header) == (other.slot, other.header)
+    return bool(row.header) and _table(row) == _table(other)
+
+
+def _table(row: Sentence) -> tuple[int, str]:
+    return (row.slot, row.header)
+
+
+def _row_key(row: Sentence) -> frozenset[str]:
+    """The content terms of a table row's first cell, which names what the row is about (`chunk_size`, "Mainnet",
+    "Chain ID" in a table turned on its side)."""
+    if row.label:  # a flattened table's row: a cell a line
+        first = row.text.strip().split("\n", 1)[0]
+    else:
+        first = re.split(r"(?<!\\)\|", row.text.strip().strip("|"), maxsplit=1)[0]
+    return frozenset(content_terms(first))
+
+
+def _named_rows(scored: Sequence[Scored], question_terms: set[str]) -> dict[tuple[int, str], int]:
+    """For each table among the candidates, how many of the question's terms the best-matching first cell of its
+    rows holds: "What is the default chunk size?" names the `chunk_size` row (2) of the ingest settings, so their
+    other rows (`chunk_overlap`: 1, `commit_every`: 0) describe other settings. 0 where no first cell holds one."""
+    best: dict[tuple[int, str], int] = {}
+    for item in scored:
+        if item.sentence.header:
+            key = _table(item.sentence)
+            best[key] = max(best.get(key, 0), len(_row_key(item.sentence) & question_terms))
+    return best
 
 
 def _word_name(anchor: str) -> str | None:
