@@ -1493,6 +1493,29 @@ def test_a_list_question_gets_its_sections_table_although_a_prose_sentence_match
     assert not unlisted.text.startswith("| Kind |"), unlisted.text
 
 
+def test_a_list_question_gets_the_table_its_headings_name_not_the_best_rows_table():
+    # The options table's `--glob` row says "file" and "supported types" and ranks first, but the table the
+    # question asks for is the one under "Supported file types", whose rows name no word of the question.
+    usage = chunk(
+        "| Option | Default | Meaning |\n| --- | --- | --- |\n| `PATH...` | required | Files or folders to ingest |\n"
+        "| `--glob PATTERN` | the supported types | File pattern used when a folder is given |\n"
+        "| `--prune` | off | Remove documents whose files are gone |\n",
+        "ingesting.md",
+        chapter="Ingesting documents > Usage",
+        score=0.5,
+        dense=0.8,
+    )
+    types = chunk(
+        "| Type | Extensions |\n| --- | --- |\n| Markdown | `.md` |\n| Orbit plan | `.orb` |\n| PDF | `.pdf` |\n",
+        "ingesting.md",
+        chapter="Ingesting documents > Supported file types",
+        score=0.3,
+    ).model_copy(update={"chunk_id": make_chunk_id(make_doc_id("ingesting.md"), 1), "chunk_index": 1})
+    listed = compose_quote_answer("What file types can I ingest?", [(1, usage), (2, types)])
+    assert listed.text.startswith("| Type | Extensions |"), listed.text
+    assert "| Orbit plan | `.orb` |" in listed.text
+
+
 @pytest.mark.parametrize(
     ("text", "subject", "defining"),
     [

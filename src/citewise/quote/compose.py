@@ -515,7 +515,7 @@ def select(
 
     named_row = _named_rows(scored, question_terms)
     if question.kind == QuestionKind.LIST:
-        table = _listing_table(scored, chunks)
+        table = _listing_table(scored, chunks, question_terms)
         if table is not None and not quoted(table):
             chosen.append(table)
     for item in scored:
@@ -601,11 +601,22 @@ def select(
     return chosen, rest, blocks
 
 
-def _listing_table(scored: Sequence[Scored], chunks) -> Sentence | None:
-    """For a "which … are supported" question: the table in the best candidate's section, when that section's
-    headings cover the question (at least half of its weight). Its rows seldom repeat the question's words —
-    the heading holds them — so they rank below any prose sentence that does ("Any other extension fails …"), and
-    that sentence must not push the listing itself out of the answer."""
+def _listing_table(scored: Sequence[Scored], chunks, question_terms: set[str]) -> Sentence | None:
+    """For a "which … are supported" question: the table whose section's headings alone name most of the question's
+    words (at least half; "Supported file types" for "What file types can I ingest?"), else the table in the best
+    candidate's section when that candidate and its headings cover half the question. Its rows seldom repeat the
+    question's words — the heading holds them — so they rank below any prose sentence that does ("Any other
+    extension fails …"), or below a row of another table that does (`--glob` | "the supported types"), and neither
+    must push the listing itself out of the answer."""
+    terms = frozenset(question_terms)
+    named, named_cover = None, LISTING_HEADING_COVERAGE
+    for item in scored:  # the table under the headings that name most of what is asked ("Supported file types")
+        if item.sentence.header and terms:
+            cover = len(terms & _headings(chunks[item.sentence.slot][1])) / len(terms)
+            if cover > named_cover or (cover == named_cover and named is None):
+                named, named_cover = item.sentence, cover
+    if named is not None:
+        return whole_table(named, chunks)
     lead = next((item for item in scored if not item.sentence.code), None)
     if lead is None or lead.features.get("heading_coverage", 0.0) < LISTING_HEADING_COVERAGE:
         return None
