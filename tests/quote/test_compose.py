@@ -1493,6 +1493,35 @@ def test_a_list_question_gets_its_sections_table_although_a_prose_sentence_match
     assert not unlisted.text.startswith("| Kind |"), unlisted.text
 
 
+def test_how_often_is_answered_by_the_interval_not_by_a_block_or_every_replica():
+    # "every" alone is no interval ("shared by every replica"); `30m`, `6h`, `1d` are. A code block that states no
+    # interval doesn't say how often, however many of the question's words it holds.
+    state = chunk(
+        "## Where the state lives\n\n```text\n.orbit/\n  sources.sqlite3   each source's declaration and last sync\n"
+        "  git/NAME.git      the mirror of a Git source\n```\n\n"
+        "With a server database the same source state is shared by every replica and worker.\n",
+        "sources.md",
+        chapter="Sources > Where the state lives",
+        dense=0.8,
+        score=0.5,
+    )
+    options = chunk(
+        "| Option | Applies to | Meaning |\n| --- | --- | --- |\n"
+        "| `--every` | all | How often the server syncs the source: `30m`, `6h`, `1d`, `1h30m`. |\n"
+        "| `--root` | Git | Folder inside the repository to read. |\n",
+        "sources.md",
+        chapter="Sources > Commands",
+        dense=0.6,
+        score=0.3,
+    ).model_copy(update={"chunk_id": make_chunk_id(make_doc_id("sources.md"), 1), "chunk_index": 1})
+    answer = compose_quote_answer("How often does a Git source sync?", [(1, state), (2, options)])
+    assert answer.text.startswith("| Option | Applies to | Meaning |\n| --- | --- | --- |\n| `--every` |"), answer.text
+    assert "sources.sqlite3" not in answer.text
+    # Nor does "every" alone say how often: the decision reads no interval in the sentence.
+    replicas = compose_quote_answer("How often is the source state shared?", [(1, state)])
+    assert replicas.parts[0].signals["answer_type"] == -1.0, replicas.text
+
+
 def test_a_list_question_gets_the_table_its_headings_name_not_the_best_rows_table():
     # The options table's `--glob` row says "file" and "supported types" and ranks first, but the table the
     # question asks for is the one under "Supported file types", whose rows name no word of the question.

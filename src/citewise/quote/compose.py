@@ -286,10 +286,14 @@ _YEAR_RE = re.compile(
 )
 _DURATION_RE = re.compile(
     r"\b\d+(?:[.,]\d+)?\s*(?:ms|s|sec|seconds?|minutes?|mins?|hours?|hrs?|days?|weeks?|months?|years?)\b"
+    r"|\b(?-i:(?:\d+(?:ms|[smhdw]))+)\b"  # a compact interval: `30m`, `6h`, `1d`, `1h30m` (not "3D")
     r"|\b(?:seconds?|minutes?|hours?|days?|weeks?|months?|years?|daily|hourly|weekly|monthly|annually|yearly|"
-    r"every|once|twice|instantly|immediately|sub-second)\b",
+    r"once|twice|instantly|immediately|sub-second)\b",  # "every" alone is no interval ("every replica")
     re.I,
 )
+# What a question expects that a code block states plainly or not at all: a command may be "the value" asked for,
+# and "when …" is as often a condition as a date
+_MEASURES = frozenset({"duration", "number"})
 _NUMBER_WORD_RE = re.compile(
     r"\d|\b(?:one|two|three|four|five|six|seven|eight|nine|ten|eleven|twelve|twenty|thirty|forty|fifty|hundred|"
     r"thousand|million|billion|dozen|half|several|few)\b",
@@ -527,6 +531,8 @@ def select(
         if quoted(sentence):
             continue  # quoted already (by an earlier part of the question)
         if sentence.code:
+            if question.expects in _MEASURES and item.features.get("kind", 0.0) < 0:
+                continue  # "how often …", "how many …": a block without an interval or a number doesn't say it
             if item.coverage >= CODE_MIN_COVERAGE or (ranked and item.relevance >= best):  # the ranker's pick
                 blocks.append(sentence)
             continue
