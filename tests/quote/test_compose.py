@@ -1517,6 +1517,17 @@ def test_how_often_is_answered_by_the_interval_not_by_a_block_or_every_replica()
     answer = compose_quote_answer("How often does a Git source sync?", [(1, state), (2, options)])
     assert answer.text.startswith("| Option | Applies to | Meaning |\n| --- | --- | --- |\n| `--every` |"), answer.text
     assert "sources.sqlite3" not in answer.text
+    # A unit in a setting's name states an interval: that block stays.
+    polling = chunk(
+        "## Polling\n\nThe server polls each source on its own schedule.\n\n"
+        "```toml\n[sync]\nserver_poll_interval_seconds = 21600\n```\n",
+        "config.md",
+        chapter="Configuration > Polling",
+    )
+    assert (
+        "server_poll_interval_seconds = 21600"
+        in compose_quote_answer("How often does the server poll?", [(1, polling)]).text
+    )
     # Nor does "every" alone say how often: the decision reads no interval in the sentence.
     replicas = compose_quote_answer("How often is the source state shared?", [(1, state)])
     assert replicas.parts[0].signals["answer_type"] == -1.0, replicas.text
@@ -1543,6 +1554,23 @@ def test_a_list_question_gets_the_table_its_headings_name_not_the_best_rows_tabl
     listed = compose_quote_answer("What file types can I ingest?", [(1, usage), (2, types)])
     assert listed.text.startswith("| Type | Extensions |"), listed.text
     assert "| Orbit plan | `.orb` |" in listed.text
+
+    # A named table too long to quote whole gives way: here to the table of the best candidate's section.
+    many = types.model_copy(
+        update={
+            "text": "| Type | Extensions |\n| --- | --- |\n" + "".join(f"| Kind {i} | `.k{i}` |\n" for i in range(13))
+        }
+    )
+    formats = chunk(
+        "Orbit reads Markdown and PDF file types when you ingest a folder.\n\n"
+        "| Format | Extension |\n| --- | --- |\n| Markdown | `.md` |\n| PDF | `.pdf` |\n",
+        "quickstart.md",
+        chapter="Quickstart > Formats",
+        dense=0.85,
+        score=0.6,
+    )
+    listed = compose_quote_answer("What file types can I ingest?", [(1, formats), (2, usage), (3, many)])
+    assert "| Format | Extension |\n| --- | --- |\n| Markdown | `.md` |\n| PDF | `.pdf` |" in listed.text, listed.text
 
 
 @pytest.mark.parametrize(
@@ -1754,6 +1782,32 @@ def test_a_question_naming_a_rows_first_cell_gets_that_row_not_its_neighbours():
     # A question no first cell names leaves the rows to relevance, as before.
     answer = compose_quote_answer("How many chunks are embedded between two commits?", [(1, INGEST_SETTINGS)])
     assert "| `commit_every` | `512` |" in answer.text
+
+    # The chunker splits a long table and repeats its header: the rows of the other passage are its rows too.
+    head = "## Ingest settings\n\n| Setting | Default | Description |\n| --- | --- | --- |\n"
+    rows = INGEST_SETTINGS.text.split("| --- | --- | --- |\n", 1)[1].splitlines(keepends=True)
+    first = INGEST_SETTINGS.model_copy(update={"text": head + "".join(rows[:2])})
+    second = INGEST_SETTINGS.model_copy(
+        update={
+            "text": head + "".join(rows[2:]),
+            "chunk_id": make_chunk_id(INGEST_SETTINGS.doc_id, 1),
+            "chunk_index": 1,
+        }
+    )
+    answer = compose_quote_answer("What is the default chunk size?", [(1, prose), (2, first), (3, second)])
+    assert "| `chunk_size` | `1000` |" in answer.text
+    assert "| `embed_batch_size` |" not in answer.text and "| `chunk_overlap` |" not in answer.text
+
+    # One word of a first cell is no name: "missing" does not make the question about the "Missing index" row.
+    problems = chunk(
+        "## Troubleshooting\n\n| Problem | Cause | Fix |\n| --- | --- | --- |\n"
+        "| Missing index | `orbit ask` ran before any ingest | Run `orbit ingest` first. |\n"
+        "| Authentication error | The API key is missing or wrong | Set `ORBIT_API_KEYS` on the server. |\n",
+        "troubleshooting.md",
+        chapter="Troubleshooting",
+    )
+    answer = compose_quote_answer("What happens when the API key is missing?", [(1, problems)])
+    assert "| Authentication error | The API key is missing or wrong |" in answer.text, answer.text
 
 
 def test_a_structured_answer_gives_no_row_of_another_code_as_why_it_matters():

@@ -180,6 +180,12 @@ def _coverage(terms: set[str], have: set[str] | frozenset[str], idf: dict[str, f
     return math.fsum(idf[t] for t in terms & have) / total if total else 0.0
 
 
+def _own_heading(chunk: ScoredChunk) -> frozenset[str]:
+    """The words of the heading right above a passage ("Supported file types"), without the page's title or the
+    headings above it, which every section of the page shares."""
+    return frozenset(content_terms((chunk.chapter or "").rsplit(">", 1)[-1]))
+
+
 def _headings(chunk: ScoredChunk) -> frozenset[str]:
     return frozenset(content_terms(" ".join(part for part in (chunk.title, chunk.chapter) if part)))
 
@@ -287,8 +293,9 @@ _YEAR_RE = re.compile(
 _DURATION_RE = re.compile(
     r"\b\d+(?:[.,]\d+)?\s*(?:ms|s|sec|seconds?|minutes?|mins?|hours?|hrs?|days?|weeks?|months?|years?)\b"
     r"|\b(?-i:(?:\d+(?:ms|[smhdw]))+)\b"  # a compact interval: `30m`, `6h`, `1d`, `1h30m` (not "3D")
-    r"|\b(?:seconds?|minutes?|hours?|days?|weeks?|months?|years?|daily|hourly|weekly|monthly|annually|yearly|"
-    r"once|twice|instantly|immediately|sub-second)\b",  # "every" alone is no interval ("every replica")
+    # a unit word, in a name too (`poll_interval_seconds`); "every" alone is no interval ("every replica")
+    r"|(?<![A-Za-z0-9])(?:seconds?|minutes?|hours?|days?|weeks?|months?|years?|daily|hourly|weekly|monthly|"
+    r"annually|yearly|once|twice|instantly|immediately|sub-second)(?![A-Za-z0-9])",
     re.I,
 )
 # What a question expects that a code block states plainly or not at all: a command may be "the value" asked for,
@@ -517,7 +524,7 @@ def select(
         before = predecessor(heads[0] if heads else sentence, chunks)
         return before is not None and taken(before)
 
-    named_row = _named_rows(scored, question_terms)
+    named_row = _named_rows(scored, question_terms, chunks, RELATIVE_CUTOFF * best)
     if question.kind == QuestionKind.LIST:
         table = _listing_table(scored, chunks, question_terms)
         if table is not None and not quoted(table):
@@ -555,9 +562,14 @@ def select(
             continue
         if taken(sentence) or duplicate(sentence):
             continue
-        if chosen and _same_table(chosen[0], sentence) and holds_anchor(chosen[0]) and not holds_anchor(sentence):
+        if (
+            chosen
+            and _same_table(chosen[0], sentence, chunks)
+            and holds_anchor(chosen[0])
+            and not holds_anchor(sentence)
+        ):
             continue  # the row of another code or setting than the one the question names, whose row leads
-        if sentence.header and len(_row_key(sentence) & question_terms) < named_row.get(_table(sentence), 0):
+        if sentence.header and _names_row(sentence, question_terms) < named_row.get(_table(sentence, chunks), 0):
             continue  # another row of its table is the one the question names by its first cell (`chunk_size`)
         if is_navigation(sentence.text):
             navigation.append(sentence)
@@ -608,21 +620,24 @@ def select(
 
 
 def _listing_table(scored: Sequence[Scored], chunks, question_terms: set[str]) -> Sentence | None:
-    """For a "which … are supported" question: the table whose section's headings alone name most of the question's
-    words (at least half; "Supported file types" for "What file types can I ingest?"), else the table in the best
-    candidate's section when that candidate and its headings cover half the question. Its rows seldom repeat the
+    """For a "which … are supported" question: the table whose own section heading names most of the question's words
+    (at least half; "Supported file types" for "What file types can I ingest?", not the page title every section
+    shares) and is short enough to quote whole, else the table in the best candidate's section when that candidate
+    and its headings cover half the question. Its rows seldom repeat the
     question's words — the heading holds them — so they rank below any prose sentence that does ("Any other
     extension fails …"), or below a row of another table that does (`--glob` | "the supported types"), and neither
     must push the listing itself out of the answer."""
     terms = frozenset(question_terms)
-    named, named_cover = None, LISTING_HEADING_COVERAGE
-    for item in scored:  # the table under the headings that name most of what is asked ("Supported file types")
+    named: list[tuple[float, int, Sentence]] = []
+    for i, item in enumerate(scored):  # the table under a heading that names most of what is asked
         if item.sentence.header and terms:
-            cover = len(terms & _headings(chunks[item.sentence.slot][1])) / len(terms)
-            if cover > named_cover or (cover == named_cover and named is None):
-                named, named_cover = item.sentence, cover
-    if named is not None:
-        return whole_table(named, chunks)
+            cover = len(terms & _own_heading(chunks[item.sentence.slot][1])) / len(terms)
+            if cover >= LISTING_HEADING_COVERAGE:
+                named.append((-cover, i, item.sentence))
+    for _, _, row in sorted(named, key=lambda entry: entry[:2]):
+        table = whole_table(row, chunks)
+        if table is not None:  # else too long to quote whole
+            return table
     lead = next((item for item in scored if not item.sentence.code), None)
     if lead is None or lead.features.get("heading_coverage", 0.0) < LISTING_HEADING_COVERAGE:
         return None
@@ -826,34 +841,48 @@ def _plain(text: str) -> str:
     return " ".join(re.sub(r"[^\w\s]", " ", link_words(text).lower()).split())
 
 
-def _same_table(row: Sentence, other: Sentence) -> bool:
-    """Whether both are rows of one table of one passage."""
-    return bool(row.header) and _table(row) == _table(other)
+def _same_table(row: Sentence, other: Sentence, chunks: Sequence[tuple[int, ScoredChunk]]) -> bool:
+    """Whether both are rows of one table (a table the chunker split repeats its header in each passage)."""
+    return bool(row.header) and _table(row, chunks) == _table(other, chunks)
 
 
-def _table(row: Sentence) -> tuple[int, str]:
-    return (row.slot, row.header)
+def _table(row: Sentence, chunks: Sequence[tuple[int, ScoredChunk]]) -> tuple[str, str, str]:
+    chunk = chunks[row.slot][1]
+    return (chunk.doc_id, chunk.chapter or "", row.header)
 
 
 def _row_key(row: Sentence) -> frozenset[str]:
     """The content terms of a table row's first cell, which names what the row is about (`chunk_size`, "Mainnet",
-    "Chain ID" in a table turned on its side)."""
+    "Chain ID" in a table turned on its side); an identifier by its parts only (chunk, size)."""
     if row.label:  # a flattened table's row: a cell a line
         first = row.text.strip().split("\n", 1)[0]
     else:
-        first = re.split(r"(?<!\\)\|", row.text.strip().strip("|"), maxsplit=1)[0]
-    return frozenset(content_terms(first))
+        first = re.split(r"(?<!\\)\|", row.text.strip().removeprefix("|"), maxsplit=1)[0]
+    terms = content_terms(first)
+    return frozenset(t for t in terms if not re.search(r"[_.]", t)) or frozenset(terms)
 
 
-def _named_rows(scored: Sequence[Scored], question_terms: set[str]) -> dict[tuple[int, str], int]:
-    """For each table among the candidates, how many of the question's terms the best-matching first cell of its
-    rows holds: "What is the default chunk size?" names the `chunk_size` row (2) of the ingest settings, so their
-    other rows (`chunk_overlap`: 1, `commit_every`: 0) describe other settings. 0 where no first cell holds one."""
-    best: dict[tuple[int, str], int] = {}
+def _names_row(row: Sentence, question_terms: set[str]) -> int:
+    """How many words of a row's first cell the question holds, when it names the cell: all of its words, or at least
+    two and half of them ("the default chunk size" names `chunk_size`; "when the API key is missing" does not name
+    "Missing index"). 0 when it doesn't."""
+    key = _row_key(row)
+    held = len(key & question_terms)
+    return held if key and (held == len(key) or (held >= 2 and 2 * held >= len(key))) else 0
+
+
+def _named_rows(
+    scored: Sequence[Scored], question_terms: set[str], chunks: Sequence[tuple[int, ScoredChunk]], floor: float
+) -> dict[tuple[str, str, str], int]:
+    """For each table among the candidates worth quoting (relevance at least `floor`, sharing a word with the
+    question), how much of the question its best-named row's first cell holds (`_names_row`): "What is the default
+    chunk size?" names the `chunk_size` row (2) of the ingest settings, so their other rows (`chunk_overlap`,
+    `commit_every`: 0) describe other settings. 0 where the question names no row."""
+    best: dict[tuple[str, str, str], int] = {}
     for item in scored:
-        if item.sentence.header:
-            key = _table(item.sentence)
-            best[key] = max(best.get(key, 0), len(_row_key(item.sentence) & question_terms))
+        if item.sentence.header and item.relevance >= floor and item.coverage > 0:
+            key = _table(item.sentence, chunks)
+            best[key] = max(best.get(key, 0), _names_row(item.sentence, question_terms))
     return best
 
 
