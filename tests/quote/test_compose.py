@@ -853,6 +853,18 @@ def test_how_do_i_gets_the_ranker_s_best_command_even_when_it_repeats_no_questio
     # A question that asks what something is, not how to do it, is not handed the command.
     answer = compose_quote_answer("What are separate indexes for two products?", [(1, SEPARATE), (2, RECIPE)])
     assert "--home" not in answer.text
+    # A program is no command: one holding none of the question's words says nothing about it.
+    program = RECIPE.model_copy(
+        update={
+            "dense_score": 0.75,
+            "score": 0.5,
+            "text": "## Several independent indexes\n\n```python\n"
+            + "".join(f"store_{i} = open_store('~/data/{i}')\n" for i in range(8))
+            + "```\n",
+        }
+    )
+    answer = compose_quote_answer("How do I keep separate indexes for two products?", [(1, SEPARATE), (2, program)])
+    assert "open_store" not in answer.text, answer.text
 
 
 @pytest.mark.parametrize(

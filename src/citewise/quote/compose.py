@@ -51,6 +51,7 @@ from citewise.types import REFUSAL_TEXT, AnswerStyle, ScoredChunk
 TABLE_ROW_IN_PROCEDURE = 0.3  # how much a table row counts in the answer to "how do I …"
 RELATIVE_CUTOFF = 0.5  # a sentence joins the answer when at least this fraction as relevant as the best one
 REDUNDANCY_JACCARD = 0.6  # two sentences sharing this much of their content words say the same thing
+COMMAND_MAX_LINES = 6  # a block of a question's words may be a command without them only up to this many lines
 CODE_MIN_COVERAGE = 0.5  # a code block covering this much of the question is quoted beside its passage's prose
 LISTING_HEADING_COVERAGE = 0.5  # a list question's best passage is a listing when its headings cover this much
 HEADING_SHARE = 0.3  # how much a sentence's section headings count in its relevance
@@ -613,10 +614,21 @@ def select(
         # "separate indexes for two products"): the ranker's best block, when among its first `limit` candidates.
         # Added after the sentences are chosen, so it changes none of them (nor the decision's evidence).
         for item in scored[:limit]:
-            if item.sentence.code and item.relevance >= RELATIVE_CUTOFF * best and not quoted(item.sentence):
+            if (
+                item.sentence.code
+                and (item.coverage > 0 or _command_sized(item.sentence))
+                and item.relevance >= RELATIVE_CUTOFF * best
+                and not quoted(item.sentence)
+            ):
                 blocks.append(item.sentence)
                 break
     return chosen, rest, blocks
+
+
+def _command_sized(block: Sentence) -> bool:
+    """Whether a code block is short enough to be a command or two (`citewise ingest docs/ --home ./b`), not a
+    program, which says nothing about a question none of whose words it holds."""
+    return sum(1 for line in block.text.splitlines()[1:-1] if line.strip()) <= COMMAND_MAX_LINES
 
 
 def _listing_table(scored: Sequence[Scored], chunks, question_terms: set[str]) -> Sentence | None:
