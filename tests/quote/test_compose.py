@@ -1469,6 +1469,33 @@ def test_structured_parts_do_not_repeat_the_why_sentence():
     assert answer.text.count("## Engine") == 1  # the second part has nothing new to quote
 
 
+def test_what_is_x_reads_the_passage_defining_x_although_it_was_found_below_the_ones_read():
+    # The search found five passages that mention agent mode before the one that defines it; quote mode reads five.
+    mentions = [
+        chunk(
+            f"The limits bound agent mode; setting {i} applies to quote mode too.",
+            f"settings-{i}.md",
+            dense=0.8 - i / 100,
+            score=0.5 - i / 100,
+        )
+        for i in range(5)
+    ]
+    definition = chunk(
+        "**Agent mode** (`ORBIT_LLM` set to a model) lets a language model run a bounded loop: it may search again "
+        "and writes the answer itself.",
+        "answers.md",
+        dense=0.6,
+        score=0.2,
+    )
+    chunks = [(n, c) for n, c in enumerate([*mentions, definition], start=1)]
+    answer = compose_quote_answer("What is agent mode?", chunks)
+    assert answer.text.startswith("**Agent mode** (`ORBIT_LLM` set to a model) lets a language model"), answer.text
+    assert answer.parts[0].read[-1] == definition.chunk_id  # in place of the fifth passage
+    # A question of another kind reads the first five, as before.
+    answer = compose_quote_answer("Which settings apply to agent mode?", chunks)
+    assert definition.chunk_id not in answer.parts[0].read
+
+
 def test_a_list_question_gets_its_sections_table_although_a_prose_sentence_matches_better():
     # One section cut into two passages: the table, whose rows never say "format" or "supported" (the heading
     # does), and a prose sentence that holds both words.
