@@ -52,7 +52,7 @@ def samples(rows: list[dict]) -> list[tuple[np.ndarray, int, dict]]:
     out = []
     for row in rows:
         for part in row["parts"]:
-            if part.get("signals") is None or part.get("missing_anchors"):
+            if part.get("signals") is None or part.get("missing_anchors") or part.get("missing_value"):
                 continue
             x = np.array([part["signals"][name] for name in FEATURES], dtype=float)
             out.append((x, int(row["answerable"]), row))
@@ -106,6 +106,7 @@ def outcome(row: dict, weights: np.ndarray, intercept: float, threshold: float) 
     answered = any(
         p.get("signals") is not None
         and not p.get("missing_anchors")
+        and not p.get("missing_value")
         and probability(p, weights, intercept) >= threshold
         for p in row["parts"]
     )

@@ -418,6 +418,39 @@ class Corpus:
 CORPUS = Corpus({"kubernetes": 0, "autoscaling": 0, "autoscales": 0, "operator": 0})
 
 
+def test_how_long_or_how_many_is_refused_when_no_quote_states_a_time_or_a_number():
+    # The passage shares "long" and "answer" with the question and says nothing of time: whatever the model's
+    # probability, an answer to "how long" must state a time.
+    evaluation = chunk(
+        "## The metrics\n\nLong-form gold answers rarely occur word for word in any answer, so answer recall stays "
+        "low however good the answers are.",
+        "evaluation.md",
+        chapter="Evaluating answers > The metrics",
+    )
+    refused = compose_quote_answer("How long does an answer take?", [(1, evaluation)])
+    assert refused.refused and refused.parts[0].missing_value == "duration"
+    assert "how long" in refused.reason
+    slow = chunk(
+        "## The first ingest is slow\n\nThe first ingest of a large folder takes minutes: expect about 18 chunks per "
+        "second on two CPU cores.",
+        "troubleshooting.md",
+        chapter="Troubleshooting > The first ingest is slow",
+    )
+    answered = compose_quote_answer("How long does the first ingest take?", [(1, slow)])
+    assert not answered.refused and answered.parts[0].missing_value == ""
+    # "How many": a number in a sentence, or in the command quoted beside it, is what it asks for.
+    workers = chunk(
+        "## Workers\n\nThe server runs as many workers as you ask for; set them on the command line:\n\n"
+        "```bash\norbit serve --workers 4\n```\n",
+        "server.md",
+        chapter="Server > Workers",
+    )
+    assert not compose_quote_answer("How many workers does the server run?", [(1, workers)]).refused
+    none = chunk("## Workers\n\nThe server runs workers that share the index.", "server.md", chapter="Server > Workers")
+    counted = compose_quote_answer("How many workers does the server run?", [(1, none)])
+    assert counted.refused and counted.parts[0].missing_value == "number", counted.text
+
+
 def test_a_question_whose_subject_the_corpus_never_mentions_is_refused():
     fitted = QuoteSettings().threshold
     # Only "configure" and the product's name meet the passage ("Citewise works without any configuration."):

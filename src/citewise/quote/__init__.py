@@ -95,6 +95,7 @@ class PartResult:
     probability: float | None
     signals: dict[str, float] | None
     missing_anchors: list[str] = field(default_factory=list)
+    missing_value: str = ""  # "duration" or "number" the question asks for and no quote states
     pointers: list[str] = field(default_factory=list)  # files its only quotes point to: worth searching in
     read: list[str] = field(default_factory=list)  # chunk ids of the passages it was composed from (`readable`)
 
@@ -159,6 +160,7 @@ def answer(
             probability=c.probability,
             signals=c.signals.as_features() if c.signals else None,
             missing_anchors=list(c.signals.missing_anchors) if c.signals else [],
+            missing_value=c.signals.missing_value if c.signals else "",
             pointers=c.pointers,
             read=read,
         )

@@ -1160,6 +1160,11 @@ def compose(
         else []
     )
     evidence = signals(question, chunks, chosen, best_coverage, corpus, profile, scored[0].relevance)
+    if question.expects in _MEASURES:  # "how long …" quoted without a time or an interval, in its sentences or the
+        # commands beside them (found for the question, or right under a quoted sentence)
+        beside = [*blocks, *filter(None, (block_after(s, chunks) for s in chosen if not s.block))]
+        if not any(_states(question.expects, s.text if s.code else s.rendered(), question) for s in chosen + beside):
+            evidence = replace(evidence, missing_value=question.expects)
     verdict = decider(evidence)
     if not verdict.answer:
         return _refuse(verdict.reason or "The evidence is too weak.", evidence, verdict.probability)

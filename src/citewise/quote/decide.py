@@ -16,7 +16,8 @@ combines:
 
 in a logistic model (`QuoteDecision`, fitted by bench/fit_quote_decision.py on several distributions and judged on
 others), and refuses whatever the score when an anchor of the question — an identifier, number, quoted string or
-name it hinges on — is missing from the evidence (`missing_anchors`).
+name it hinges on — is missing from the evidence (`missing_anchors`), or when the question asks how long, how often
+or how many and no quoted sentence states a time, an interval or a number (`missing_value`).
 """
 
 from __future__ import annotations
@@ -75,6 +76,7 @@ class Signals:
     procedure: float = 0.0  # 1 for a "how do I" question
     ranker_best: float = 0.0  # the sentence ranker's probability that its best candidate holds the answer
     missing_anchors: tuple[str, ...] = field(default=())  # anchors absent from the evidence: refuse
+    missing_value: str = ""  # "duration" or "number": what "how long/often/many" asks and no quote states: refuse
 
     def as_features(self) -> dict[str, float]:
         return {name: float(getattr(self, name)) for name in FEATURES}
@@ -100,11 +102,19 @@ def decide(signals: Signals, weights: Mapping[str, float], intercept: float, thr
     if signals.missing_anchors:
         named = ", ".join(f"“{a}”" for a in signals.missing_anchors[:3])
         return Verdict(False, p, f"The closest passages don't mention {named}, which the question asks about.")
+    if signals.missing_value:
+        return Verdict(False, p, _MISSING_VALUE[signals.missing_value])
     if p >= threshold:
         return Verdict(True, p, None)
     if signals.unknown >= 0.3:
         return Verdict(False, p, "The question asks about something the documentation never mentions.")
     return Verdict(False, p, "The closest passages are about the same topic but don't answer this question.")
+
+
+_MISSING_VALUE = {
+    "duration": "The closest passages don't say how long or how often: they state no time or interval.",
+    "number": "The closest passages state no number for what the question asks.",
+}
 
 
 def standardise(rows: Sequence[Mapping[str, float]]) -> dict[str, tuple[float, float]]:
