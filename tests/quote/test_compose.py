@@ -449,6 +449,28 @@ def test_how_long_or_how_many_is_refused_when_no_quote_states_a_time_or_a_number
     none = chunk("## Workers\n\nThe server runs workers that share the index.", "server.md", chapter="Server > Workers")
     counted = compose_quote_answer("How many workers does the server run?", [(1, none)])
     assert counted.refused and counted.parts[0].missing_value == "number", counted.text
+    # Only what is quoted counts: a number in a block the answer would not show is no answer.
+    unrelated = none.model_copy(update={"text": none.text + "\n\n```bash\nexport LOG_LEVEL=3\n```\n"})
+    assert compose_quote_answer("How many workers does the server run?", [(1, unrelated)]).refused
+
+    def stated(question: str, text: str) -> bool:
+        part = compose_quote_answer(question, [(1, chunk(text, "notes.md"))]).parts[0]
+        return part.missing_value == ""
+
+    # Whole numbers, not digits inside the question's own: "4" is new beside "2024", the second "3" beside "3-node".
+    assert stated("How many major releases were there in 2024?", "In 2024 there were 4 major releases of the server.")
+    assert not stated("How many major releases were there in 2024?", "In 2024 the releases of the server were major.")
+    assert stated("How many replicas does a 3-node cluster keep?", "A 3-node cluster keeps 3 replicas of the index.")
+    assert stated("How many phones can a user register?", "A user can register one phone at a time.")
+    assert stated("How many times is a request retried?", "A failed request is retried twice before it fails.")
+    assert stated("How long does a login take?", "A login takes about 200 milliseconds on the server.")
+    # Answers without a unit: "how often" by an event, "how long" by "never".
+    assert stated("How often is the index reloaded?", "The index is reloaded on every request to the server.")
+    assert stated("How long is an API token valid?", "API tokens never expire unless you revoke them.")
+    # Not for "how long" asking a length, nor for a page the quotes only point to.
+    assert stated("How long can a question be?", "A question is at most five hundred characters long.")
+    pointer = "See [Server limits](limits.md) for the number of workers the server runs."
+    assert stated("How many workers does the server run?", pointer)
 
 
 def test_a_question_whose_subject_the_corpus_never_mentions_is_refused():
@@ -1527,6 +1549,14 @@ def test_what_is_x_reads_the_passage_defining_x_although_it_was_found_below_the_
     # A question of another kind reads the first five, as before.
     answer = compose_quote_answer("Which settings apply to agent mode?", chunks)
     assert definition.chunk_id not in answer.parts[0].read
+    # A section headed by the subject is about it: nothing is swapped in, least of all what the subject is set to.
+    section = mentions[4].model_copy(
+        update={"text": "In agent mode, a language model runs a bounded loop.", "chapter": "Modes > Agent mode"}
+    )
+    setting = definition.model_copy(update={"text": "Agent mode is off by default in every new install."})
+    chunks = [(n, c) for n, c in enumerate([*mentions[:4], section, setting], start=1)]
+    answer = compose_quote_answer("What is agent mode?", chunks)
+    assert setting.chunk_id not in answer.parts[0].read and "off by default" not in answer.text
 
 
 def test_a_list_question_gets_its_sections_table_although_a_prose_sentence_matches_better():
@@ -1880,6 +1910,16 @@ def test_a_question_naming_a_rows_first_cell_gets_that_row_not_its_neighbours():
     )
     answer = compose_quote_answer("What happens when the API key is missing?", [(1, problems)])
     assert "| Authentication error | The API key is missing or wrong |" in answer.text, answer.text
+    # Two rows named, neither more than the other: both stay.
+    client = chunk(
+        "## Client\n\n| Setting | Default |\n| --- | --- |\n| `timeout` | 30 |\n| `retry_limit` | 5 |\n"
+        "| `workers` | 4 |\n",
+        "config.md",
+        chapter="Config > Client",
+    )
+    answer = compose_quote_answer("What are the default timeout and retry limit?", [(1, client)])
+    assert "| `timeout` | 30 |" in answer.text and "| `retry_limit` | 5 |" in answer.text, answer.text
+    assert "| `workers` |" not in answer.text
 
 
 def test_a_structured_answer_gives_no_row_of_another_code_as_why_it_matters():

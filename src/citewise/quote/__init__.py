@@ -17,10 +17,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from citewise.quote.compose import Composed, CorpusStats, Profile, Ranker, compose
+from citewise.quote.compose import Composed, CorpusStats, Profile, Ranker, compose, with_definition
 from citewise.quote.decide import FEATURES, Signals, Verdict, decide
 from citewise.quote.question import Question, QuestionKind, analyse, question_focus, split_parts
-from citewise.quote.sentences import candidates, defines, is_asking
+from citewise.quote.sentences import candidates, is_asking
 from citewise.settings import QuoteSettings
 from citewise.types import REFUSAL_TEXT, AnswerStyle, ScoredChunk
 
@@ -54,27 +54,6 @@ def readable(chunks: Sequence[tuple[int, ScoredChunk]], limit: int) -> list[tupl
         if any(s.code or not is_asking(s.text) for s in candidates([pair], code=True)):  # as `compose.score` sees
             out.append(pair)
     return out
-
-
-def _with_definition(
-    passages: list[tuple[int, ScoredChunk]], chunks: Sequence[tuple[int, ScoredChunk]], question: Question
-) -> list[tuple[int, ScoredChunk]]:
-    """For "what is X?": when no passage read defines X but one searched further down does ("**Agent mode** (…)
-    lets a language model run …" eighth, under passages that only mention agent mode), that one is read in place of
-    the last."""
-    if question.kind != QuestionKind.DEFINITION or not question.subject or not passages:
-        return passages
-
-    def defining(pair: tuple[int, ScoredChunk]) -> bool:
-        return any(not s.code and defines(s.text, question.subject) for s in candidates([pair]))
-
-    if any(defining(pair) for pair in passages):
-        return passages
-    read = {chunk.chunk_id for _, chunk in passages}
-    for pair in chunks:
-        if pair[1].chunk_id not in read and defining(pair):
-            return [*passages[:-1], pair]
-    return passages
 
 
 @dataclass(frozen=True)
@@ -135,7 +114,7 @@ def answer(
     quoted: list[tuple[str, int, int]] = []  # what the parts before quoted: a later part doesn't repeat it
     composed_last: list[tuple[str, int, int]] = []  # the last quote of the text so far
     for part in parts:
-        passages = _with_definition(readable(part.chunks, settings.passages), part.chunks, part.question)
+        passages = with_definition(readable(part.chunks, settings.passages), part.chunks, part.question)
         composed = compose(
             part.question,
             passages,

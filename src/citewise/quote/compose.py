@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import math
 import re
+from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import PurePosixPath
@@ -42,6 +43,7 @@ from citewise.quote.sentences import (
     link_words,
     list_after,
     predecessor,
+    table_rows,
     values,
     whole_table,
 )
@@ -218,6 +220,43 @@ def _has_name(text: str, question: Question) -> bool:
     return any(name.lower() not in asked for name in names)
 
 
+def with_definition(
+    passages: list[tuple[int, ScoredChunk]], chunks: Sequence[tuple[int, ScoredChunk]], question: Question
+) -> list[tuple[int, ScoredChunk]]:
+    """For "what is X?": when no passage read defines X, in a sentence or by a section headed X, but one found further
+    down the search does ("**Agent mode** (…) lets a language model run …", the eighth under passages that only
+    mention agent mode), that one is read in place of the last. A sentence stating what X is set to ("Agent mode is
+    off by default") defines nothing."""
+    subject = question.subject
+    if question.kind != QuestionKind.DEFINITION or not subject or not passages:
+        return passages
+
+    def defining(pair: tuple[int, ScoredChunk]) -> bool:
+        return any(not s.code and defines(s.text, subject) and not _STATE_RE.search(s.text) for s in candidates([pair]))
+
+    if any(defining(pair) or _section_is(pair[1], subject) for pair in passages):
+        return passages
+    read = {chunk.chunk_id for _, chunk in passages}
+    for pair in chunks:
+        if pair[1].chunk_id not in read and defining(pair):
+            return [*passages[:-1], pair]
+    return passages
+
+
+def _section_is(chunk: ScoredChunk, subject: str) -> bool:
+    """Whether the passage's own section is headed by the subject alone ("Modes > Agent mode"): it is about X."""
+    wanted = content_terms(subject)
+    return bool(wanted) and wanted == _own_heading(chunk)
+
+
+# "X is off by default", "X are now optional": what X is set to, not what it is
+_STATE_RE = re.compile(
+    r"^[^.]{0,80}?\b(?:is|are)\s+(?:now\s+|not\s+|also\s+)?(?:on|off|enabled|disabled|optional|required|deprecated|"
+    r"experimental|unavailable|supported|unsupported|true|false)\b",
+    re.I,
+)
+
+
 def _section_names_subject(chunk: ScoredChunk, subject: str | None) -> bool:
     if not subject or not chunk.chapter:
         return False
@@ -292,33 +331,77 @@ _YEAR_RE = re.compile(
     re.I,
 )
 _DURATION_RE = re.compile(
-    r"\b\d+(?:[.,]\d+)?\s*(?:ms|s|sec|seconds?|minutes?|mins?|hours?|hrs?|days?|weeks?|months?|years?)\b"
+    r"\b\d+(?:[.,]\d+)?\s*(?:ms|µs|us|ns|s|sec|secs|seconds?|minutes?|mins?|hours?|hrs?|days?|weeks?|months?|years?)\b"
     r"|\b(?-i:(?:\d+(?:ms|[smhdw]))+)\b"  # a compact interval: `30m`, `6h`, `1d`, `1h30m` (not "3D")
     # a unit word, in a name too (`poll_interval_seconds`); "every" alone is no interval ("every replica")
-    r"|(?<![A-Za-z0-9])(?:seconds?|minutes?|hours?|days?|weeks?|months?|years?|daily|hourly|weekly|monthly|"
-    r"annually|yearly|once|twice|instantly|immediately|sub-second)(?![A-Za-z0-9])",
+    r"|(?<![A-Za-z0-9])(?:(?:milli|micro|nano)?seconds?|minutes?|hours?|days?|weeks?|fortnights?|months?|years?|"
+    r"daily|hourly|weekly|biweekly|fortnightly|monthly|quarterly|annually|yearly|nightly|once|twice|instantly|"
+    r"immediately|sub-second)(?![A-Za-z0-9])",
     re.I,
 )
 # What a question expects that a code block states plainly or not at all: a command may be "the value" asked for,
 # and "when …" is as often a condition as a date
 _MEASURES = frozenset({"duration", "number"})
 _NUMBER_WORD_RE = re.compile(
-    r"\d|\b(?:one|two|three|four|five|six|seven|eight|nine|ten|eleven|twelve|twenty|thirty|forty|fifty|hundred|"
-    r"thousand|million|billion|dozen|half|several|few)\b",
+    r"(?<![\w.])\d+(?:[.,]\d+)*|\b(?:zero|one|two|three|four|five|six|seven|eight|nine|ten|eleven|twelve|"
+    r"thirteen|fourteen|fifteen|sixteen|seventeen|eighteen|nineteen|twenty|thirty|forty|fifty|sixty|seventy|eighty|"
+    r"ninety|hundreds?|thousands?|millions?|billions?|dozens?|half|several|few|single|once|twice)\b",
     re.I,
 )
+# What also answers "how often" ("on every request", "whenever a file changes"), "how long" ("tokens never expire") or
+# "how many" ("no limit") without a unit or a number: never taken for a missing value
+_UNMEASURED = {
+    "often": re.compile(r"\b(?:every|each|whenever|as soon as|continuously|on demand|real[- ]time)\b", re.I),
+    "long": re.compile(r"\b(?:never|indefinitely|forever|until)\b", re.I),
+    "many": re.compile(r"\b(?:no limit|unlimited|any number|as many)\b", re.I),
+}
+# The questions whose answer must state a time, an interval or a number: "how long" asking for a length ("How long
+# can a question be?"), and "how much" or "how big" (a price, "free", "no limit"), are left to the model
+_MEASURE_QUESTION_RE = re.compile(r"\bhow\s+(many|often|long)\b(?!\s+(?:can|could|may|might|should|must)\b)", re.I)
 _NEGATED_RE = re.compile(r"\b(?:not|never|no|none|without|except|cannot|neither|nor|only)\b|n't\b", re.I)
+
+
+def _missing_value(
+    question: Question,
+    chosen: list[Sentence],
+    blocks: list[Sentence],
+    chunks: Sequence[tuple[int, ScoredChunk]],
+    scored: Sequence[Scored],
+    *,
+    structured: bool,
+    pointers: list[str],
+) -> bool:
+    """Whether a "how many", "how often" or "how long" question would be answered without a number, an interval or
+    a time in what is quoted: its sentences and the one command quoted beside them (none in the structured style).
+    Not when the quotes only point to a page worth searching, nor when they say "on every request", "never"."""
+    asked = _MEASURE_QUESTION_RE.search(question.text)
+    if question.expects not in _MEASURES or pointers or not asked:
+        return False
+    unmeasured = _UNMEASURED[asked.group(1).lower()]
+    relevance = {item.sentence.key: item.relevance for item in scored}
+    block = None if structured else _code_block(chosen, blocks, chunks, question, relevance)
+    shown = [s.text if s.code else s.rendered() for s in [*chosen, *([block] if block else [])]]
+    return not any(_states(question.expects, text, question) or unmeasured.search(text) for text in shown)
+
+
+def _new_matches(pattern: re.Pattern[str], text: str, asked: str) -> bool:
+    """Whether `text` holds a match of `pattern` more often than the question does: "4" in "there were 4 releases"
+    for "How many releases were there in 2024?", "3 replicas" for "How many replicas does a 3-node cluster keep?"
+    (whole matches, not "4" inside "2024" nor "one" inside "phones")."""
+    before = Counter(m.group(0).lower() for m in pattern.finditer(asked))
+    found = Counter(m.group(0).lower() for m in pattern.finditer(text))
+    return any(count > before[match] for match, count in found.items())
 
 
 def _states(expected: str, text: str, question: Question) -> bool:
     """Whether `text` states what a question expecting `expected` wants, beyond what the question already says."""
-    asked = question.focus.lower()
+    asked = question.focus
     if expected == "date":
-        return any(m.group(0).lower() not in asked for m in _YEAR_RE.finditer(text))
+        return _new_matches(_YEAR_RE, text, asked)
     if expected == "duration":
-        return any(m.group(0).lower() not in asked for m in _DURATION_RE.finditer(text))
+        return _new_matches(_DURATION_RE, text, asked)
     if expected == "number":
-        return any(m.group(0).lower() not in asked for m in _NUMBER_WORD_RE.finditer(text))
+        return _new_matches(_NUMBER_WORD_RE, text, asked)
     if expected == "name":
         return _has_name(text, question)
     if expected == "location":  # a place, or where in a system: a path, a URL, a setting
@@ -548,7 +631,7 @@ def select(
             rest.append(sentence)  # a table describes; a procedure is told in sentences, steps and commands
             continue
         if sentence.header and question.kind == QuestionKind.LIST and not chosen:
-            table = whole_table(sentence, chunks)
+            table = None if _split_table(sentence, chunks) else whole_table(sentence, chunks)
             if table is not None and not quoted(table):  # else its rows, one by one
                 chosen.append(table)
                 continue
@@ -570,7 +653,9 @@ def select(
             and not holds_anchor(sentence)
         ):
             continue  # the row of another code or setting than the one the question names, whose row leads
-        if sentence.header and _names_row(sentence, question_terms) < named_row.get(_table(sentence, chunks), 0):
+        if sentence.header and any(
+            _named_words(sentence, question_terms) < other for other in named_row.get(_table(sentence, chunks), ())
+        ):
             continue  # another row of its table is the one the question names by its first cell (`chunk_size`)
         if is_navigation(sentence.text):
             navigation.append(sentence)
@@ -647,8 +732,8 @@ def _listing_table(scored: Sequence[Scored], chunks, question_terms: set[str]) -
             if cover >= LISTING_HEADING_COVERAGE:
                 named.append((-cover, i, item.sentence))
     for _, _, row in sorted(named, key=lambda entry: entry[:2]):
-        table = whole_table(row, chunks)
-        if table is not None:  # else too long to quote whole
+        table = None if _split_table(row, chunks) else whole_table(row, chunks)
+        if table is not None:  # else too long to quote whole, or only a part of it in this passage
             return table
     lead = next((item for item in scored if not item.sentence.code), None)
     if lead is None or lead.features.get("heading_coverage", 0.0) < LISTING_HEADING_COVERAGE:
@@ -656,8 +741,21 @@ def _listing_table(scored: Sequence[Scored], chunks, question_terms: set[str]) -
     section = chunks[lead.sentence.slot][1].section
     for item in scored:  # a long section is cut into several passages: its table may stand in another one
         if item.sentence.header and chunks[item.sentence.slot][1].section == section:
-            return whole_table(item.sentence, chunks)
+            return None if _split_table(item.sentence, chunks) else whole_table(item.sentence, chunks)
     return None
+
+
+def _split_table(row: Sentence, chunks: Sequence[tuple[int, ScoredChunk]]) -> bool:
+    """Whether another passage read holds rows of the row's table (the chunker cut it and repeated its header): the
+    rows of one passage are then not the whole table."""
+    return any(
+        slot != row.slot and _table(other, chunks) == _table(row, chunks)
+        for slot, (n, chunk) in enumerate(chunks)
+        for other in [
+            Sentence(slot, n, start, end, "", frozenset(), header=header)
+            for start, end, header in table_rows(chunk.text)
+        ]
+    )
 
 
 _THERE_RE = re.compile(r"^(?:is|are)\s+there\b", re.I)
@@ -874,28 +972,28 @@ def _row_key(row: Sentence) -> frozenset[str]:
     return frozenset(t for t in terms if not re.search(r"[_.]", t)) or frozenset(terms)
 
 
-def _names_row(row: Sentence, question_terms: set[str]) -> int:
-    """How many words of a row's first cell the question holds, when it names the cell: all of its words, or at least
-    two and half of them ("the default chunk size" names `chunk_size`; "when the API key is missing" does not name
-    "Missing index"). 0 when it doesn't."""
+def _named_words(row: Sentence, question_terms: set[str]) -> frozenset[str]:
+    """The words of a row's first cell the question holds, when it names the cell: all of its words, or at least two
+    and half of them ("the default chunk size" names `chunk_size`; "when the API key is missing" does not name
+    "Missing index"). Empty when it doesn't."""
     key = _row_key(row)
-    held = len(key & question_terms)
-    return held if key and (held == len(key) or (held >= 2 and 2 * held >= len(key))) else 0
+    held = key & question_terms
+    return held if key and (len(held) == len(key) or (len(held) >= 2 and 2 * len(held) >= len(key))) else frozenset()
 
 
 def _named_rows(
     scored: Sequence[Scored], question_terms: set[str], chunks: Sequence[tuple[int, ScoredChunk]], floor: float
-) -> dict[tuple[str, str, str], int]:
+) -> dict[tuple[str, str, str], list[frozenset[str]]]:
     """For each table among the candidates worth quoting (relevance at least `floor`, sharing a word with the
-    question), how much of the question its best-named row's first cell holds (`_names_row`): "What is the default
-    chunk size?" names the `chunk_size` row (2) of the ingest settings, so their other rows (`chunk_overlap`,
-    `commit_every`: 0) describe other settings. 0 where the question names no row."""
-    best: dict[tuple[str, str, str], int] = {}
+    question), what the question names of each row's first cell (`_named_words`). A row whose named words another
+    row's strictly include describes something else: "What is the default chunk size?" names {chunk, size} of
+    `chunk_size` and nothing of `chunk_overlap` or `commit_every`; "the defaults of timeout and max_retries" names
+    both rows, neither more than the other."""
+    named: dict[tuple[str, str, str], list[frozenset[str]]] = {}
     for item in scored:
         if item.sentence.header and item.relevance >= floor and item.coverage > 0:
-            key = _table(item.sentence, chunks)
-            best[key] = max(best.get(key, 0), _names_row(item.sentence, question_terms))
-    return best
+            named.setdefault(_table(item.sentence, chunks), []).append(_named_words(item.sentence, question_terms))
+    return named
 
 
 def _word_name(anchor: str) -> str | None:
@@ -1160,11 +1258,8 @@ def compose(
         else []
     )
     evidence = signals(question, chunks, chosen, best_coverage, corpus, profile, scored[0].relevance)
-    if question.expects in _MEASURES:  # "how long …" quoted without a time or an interval, in its sentences or the
-        # commands beside them (found for the question, or right under a quoted sentence)
-        beside = [*blocks, *filter(None, (block_after(s, chunks) for s in chosen if not s.block))]
-        if not any(_states(question.expects, s.text if s.code else s.rendered(), question) for s in chosen + beside):
-            evidence = replace(evidence, missing_value=question.expects)
+    if _missing_value(question, chosen, blocks, chunks, scored, structured=structured, pointers=pointers):
+        evidence = replace(evidence, missing_value=question.expects or "")
     verdict = decider(evidence)
     if not verdict.answer:
         return _refuse(verdict.reason or "The evidence is too weak.", evidence, verdict.probability)
