@@ -467,6 +467,11 @@ def test_how_long_or_how_many_is_refused_when_no_quote_states_a_time_or_a_number
     # Answers without a unit: "how often" by an event, "how long" by "never".
     assert stated("How often is the index reloaded?", "The index is reloaded on every request to the server.")
     assert stated("How long is an API token valid?", "API tokens never expire unless you revoke them.")
+    assert stated("We run two servers. How long is an API token valid?", "API tokens never expire unless revoked.")
+    # "should" asks the same: how often, not whether. "Once", "2 US regions" state no number, no time.
+    assert not stated("How often should I back up the index?", "Back up the index before you upgrade the server.")
+    assert not stated("How many workers does the server run?", "Once the server starts, it runs its workers.")
+    assert not stated("How long does a job take?", "Jobs run in 2 US regions, close to their data.")
     # Not for "how long" asking a length, nor for a page the quotes only point to.
     assert stated("How long can a question be?", "A question is at most five hundred characters long.")
     pointer = "See [Server limits](limits.md) for the number of workers the server runs."
@@ -1557,6 +1562,14 @@ def test_what_is_x_reads_the_passage_defining_x_although_it_was_found_below_the_
     chunks = [(n, c) for n, c in enumerate([*mentions[:4], section, setting], start=1)]
     answer = compose_quote_answer("What is agent mode?", chunks)
     assert setting.chunk_id not in answer.parts[0].read and "off by default" not in answer.text
+    chunks = [(n, c) for n, c in enumerate([*mentions, setting], start=1)]
+    assert setting.chunk_id not in compose_quote_answer("What is agent mode?", chunks).parts[0].read
+    # A state named later in a definition leaves it one.
+    tools = definition.model_copy(
+        update={"text": "**Agent mode** lets a language model run tools, which are disabled in quote mode."}
+    )
+    chunks = [(n, c) for n, c in enumerate([*mentions, tools], start=1)]
+    assert tools.chunk_id in compose_quote_answer("What is agent mode?", chunks).parts[0].read
 
 
 def test_a_list_question_gets_its_sections_table_although_a_prose_sentence_matches_better():
@@ -1633,6 +1646,7 @@ def test_how_often_is_answered_by_the_interval_not_by_a_block_or_every_replica()
     # Nor does "every" alone say how often: the decision reads no interval in the sentence.
     replicas = compose_quote_answer("How often is the source state shared?", [(1, state)])
     assert replicas.parts[0].signals["answer_type"] == -1.0, replicas.text
+    assert replicas.refused and replicas.parts[0].missing_value == "duration"
 
 
 def test_a_list_question_gets_the_table_its_headings_name_not_the_best_rows_table():

@@ -43,7 +43,6 @@ from citewise.quote.sentences import (
     link_words,
     list_after,
     predecessor,
-    table_rows,
     values,
     whole_table,
 )
@@ -186,7 +185,7 @@ def _coverage(terms: set[str], have: set[str] | frozenset[str], idf: dict[str, f
 def _own_heading(chunk: ScoredChunk) -> frozenset[str]:
     """The words of the heading right above a passage ("Supported file types"), without the page's title or the
     headings above it, which every section of the page shares."""
-    return frozenset(content_terms((chunk.chapter or "").rsplit(">", 1)[-1]))
+    return frozenset(content_terms((chunk.chapter or "").rsplit(" > ", 1)[-1]))
 
 
 def _headings(chunk: ScoredChunk) -> frozenset[str]:
@@ -231,8 +230,11 @@ def with_definition(
     if question.kind != QuestionKind.DEFINITION or not subject or not passages:
         return passages
 
+    words = r"[\s`*_\"'()-]*".join(re.escape(w) for w in re.findall(r"[\w'-]+", subject.lower()))
+    state = re.compile(rf"^[\s>*_`\"'“]*(?:(?:the|a|an)\s+)?[`*_\"'“]*{words}[`*_\"'”]*(?:s)?\s+{_STATE}", re.I)
+
     def defining(pair: tuple[int, ScoredChunk]) -> bool:
-        return any(not s.code and defines(s.text, subject) and not _STATE_RE.search(s.text) for s in candidates([pair]))
+        return any(not s.code and defines(s.text, subject) and not state.match(s.text) for s in candidates([pair]))
 
     if any(defining(pair) or _section_is(pair[1], subject) for pair in passages):
         return passages
@@ -250,19 +252,15 @@ def _section_is(chunk: ScoredChunk, subject: str) -> bool:
 
 
 # "X is off by default", "X are now optional": what X is set to, not what it is
-_STATE_RE = re.compile(
-    r"^[^.]{0,80}?\b(?:is|are)\s+(?:now\s+|not\s+|also\s+)?(?:on|off|enabled|disabled|optional|required|deprecated|"
-    r"experimental|unavailable|supported|unsupported|true|false)\b",
-    re.I,
+_STATE = (
+    r"(?:is|are)\s+(?:now\s+|not\s+|also\s+)?(?:on|off|enabled|disabled|optional|required|deprecated|experimental|"
+    r"unavailable|supported|unsupported|true|false)(?![-\w])"
 )
 
 
 def _section_names_subject(chunk: ScoredChunk, subject: str | None) -> bool:
-    if not subject or not chunk.chapter:
-        return False
-    section = chunk.chapter.rsplit(" > ", 1)[-1]
-    wanted = content_terms(subject)
-    return bool(wanted) and wanted <= content_terms(section)
+    wanted = content_terms(subject) if subject else set()
+    return bool(wanted) and wanted <= _own_heading(chunk)
 
 
 @dataclass(frozen=True)
@@ -331,7 +329,8 @@ _YEAR_RE = re.compile(
     re.I,
 )
 _DURATION_RE = re.compile(
-    r"\b\d+(?:[.,]\d+)?\s*(?:ms|µs|us|ns|s|sec|secs|seconds?|minutes?|mins?|hours?|hrs?|days?|weeks?|months?|years?)\b"
+    r"\b\d+(?:[.,]\d+)?\s*(?:ms|µs|μs|s|sec|secs|seconds?|minutes?|mins?|hours?|hrs?|days?|weeks?|months?|years?)(?!\w)"
+    r"|\b(?-i:\d+(?:us|ns))\b"  # microseconds, nanoseconds: not "2 US regions", "NS records"
     r"|\b(?-i:(?:\d+(?:ms|[smhdw]))+)\b"  # a compact interval: `30m`, `6h`, `1d`, `1h30m` (not "3D")
     # a unit word, in a name too (`poll_interval_seconds`); "every" alone is no interval ("every replica")
     r"|(?<![A-Za-z0-9])(?:(?:milli|micro|nano)?seconds?|minutes?|hours?|days?|weeks?|fortnights?|months?|years?|"
@@ -345,19 +344,25 @@ _MEASURES = frozenset({"duration", "number"})
 _NUMBER_WORD_RE = re.compile(
     r"(?<![\w.])\d+(?:[.,]\d+)*|\b(?:zero|one|two|three|four|five|six|seven|eight|nine|ten|eleven|twelve|"
     r"thirteen|fourteen|fifteen|sixteen|seventeen|eighteen|nineteen|twenty|thirty|forty|fifty|sixty|seventy|eighty|"
-    r"ninety|hundreds?|thousands?|millions?|billions?|dozens?|half|several|few|single|once|twice)\b",
+    r"ninety|hundreds?|thousands?|millions?|billions?|dozens?|half|several|few|single|twice)\b",
     re.I,
 )
 # What also answers "how often" ("on every request", "whenever a file changes"), "how long" ("tokens never expire") or
 # "how many" ("no limit") without a unit or a number: never taken for a missing value
 _UNMEASURED = {
-    "often": re.compile(r"\b(?:every|each|whenever|as soon as|continuously|on demand|real[- ]time)\b", re.I),
+    "often": re.compile(
+        r"\b(?:on|after|at|with|for)\s+(?:every|each)\b|\b(?:every|each)\s+time\b|\b(?:whenever|as soon as|"
+        r"continuously|on demand|real[- ]time)\b",
+        re.I,
+    ),
     "long": re.compile(r"\b(?:never|indefinitely|forever|until)\b", re.I),
     "many": re.compile(r"\b(?:no limit|unlimited|any number|as many)\b", re.I),
 }
 # The questions whose answer must state a time, an interval or a number: "how long" asking for a length ("How long
 # can a question be?"), and "how much" or "how big" (a price, "free", "no limit"), are left to the model
-_MEASURE_QUESTION_RE = re.compile(r"\bhow\s+(many|often|long)\b(?!\s+(?:can|could|may|might|should|must)\b)", re.I)
+_MEASURE_QUESTION_RE = re.compile(
+    r"\bhow\s+(many|often|frequently|long)\b(?!\s+(?:can|could|may|might|should|must)\b[^?]*\bbe\b)", re.I
+)
 _NEGATED_RE = re.compile(r"\b(?:not|never|no|none|without|except|cannot|neither|nor|only)\b|n't\b", re.I)
 
 
@@ -374,10 +379,10 @@ def _missing_value(
     """Whether a "how many", "how often" or "how long" question would be answered without a number, an interval or
     a time in what is quoted: its sentences and the one command quoted beside them (none in the structured style).
     Not when the quotes only point to a page worth searching, nor when they say "on every request", "never"."""
-    asked = _MEASURE_QUESTION_RE.search(question.text)
+    asked = _MEASURE_QUESTION_RE.search(question.focus)
     if question.expects not in _MEASURES or pointers or not asked:
         return False
-    unmeasured = _UNMEASURED[asked.group(1).lower()]
+    unmeasured = _UNMEASURED[{"frequently": "often"}.get(asked.group(1).lower(), asked.group(1).lower())]
     relevance = {item.sentence.key: item.relevance for item in scored}
     block = None if structured else _code_block(chosen, blocks, chunks, question, relevance)
     shown = [s.text if s.code else s.rendered() for s in [*chosen, *([block] if block else [])]]
@@ -631,7 +636,7 @@ def select(
             rest.append(sentence)  # a table describes; a procedure is told in sentences, steps and commands
             continue
         if sentence.header and question.kind == QuestionKind.LIST and not chosen:
-            table = None if _split_table(sentence, chunks) else whole_table(sentence, chunks)
+            table = whole_table(sentence, chunks)
             if table is not None and not quoted(table):  # else its rows, one by one
                 chosen.append(table)
                 continue
@@ -732,8 +737,8 @@ def _listing_table(scored: Sequence[Scored], chunks, question_terms: set[str]) -
             if cover >= LISTING_HEADING_COVERAGE:
                 named.append((-cover, i, item.sentence))
     for _, _, row in sorted(named, key=lambda entry: entry[:2]):
-        table = None if _split_table(row, chunks) else whole_table(row, chunks)
-        if table is not None:  # else too long to quote whole, or only a part of it in this passage
+        table = whole_table(row, chunks)
+        if table is not None:  # else too long to quote whole
             return table
     lead = next((item for item in scored if not item.sentence.code), None)
     if lead is None or lead.features.get("heading_coverage", 0.0) < LISTING_HEADING_COVERAGE:
@@ -741,21 +746,8 @@ def _listing_table(scored: Sequence[Scored], chunks, question_terms: set[str]) -
     section = chunks[lead.sentence.slot][1].section
     for item in scored:  # a long section is cut into several passages: its table may stand in another one
         if item.sentence.header and chunks[item.sentence.slot][1].section == section:
-            return None if _split_table(item.sentence, chunks) else whole_table(item.sentence, chunks)
+            return whole_table(item.sentence, chunks)
     return None
-
-
-def _split_table(row: Sentence, chunks: Sequence[tuple[int, ScoredChunk]]) -> bool:
-    """Whether another passage read holds rows of the row's table (the chunker cut it and repeated its header): the
-    rows of one passage are then not the whole table."""
-    return any(
-        slot != row.slot and _table(other, chunks) == _table(row, chunks)
-        for slot, (n, chunk) in enumerate(chunks)
-        for other in [
-            Sentence(slot, n, start, end, "", frozenset(), header=header)
-            for start, end, header in table_rows(chunk.text)
-        ]
-    )
 
 
 _THERE_RE = re.compile(r"^(?:is|are)\s+there\b", re.I)
@@ -1259,7 +1251,7 @@ def compose(
     )
     evidence = signals(question, chunks, chosen, best_coverage, corpus, profile, scored[0].relevance)
     if _missing_value(question, chosen, blocks, chunks, scored, structured=structured, pointers=pointers):
-        evidence = replace(evidence, missing_value=question.expects or "")
+        evidence = replace(evidence, missing_value=str(question.expects))
     verdict = decider(evidence)
     if not verdict.answer:
         return _refuse(verdict.reason or "The evidence is too weak.", evidence, verdict.probability)
