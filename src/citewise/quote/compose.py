@@ -575,9 +575,9 @@ def select(
 
     Sentences at least RELATIVE_CUTOFF as relevant as the best one, near-duplicates and lead-ins ("Run this:")
     dropped; when the first is a table row holding what the question names (`MAX_TURNS_REACHED`), another row of
-    its table must hold it too (the rows around it are about other codes or settings), and no row is taken whose first
-    cell names less of the question than another row's of its table does (`chunk_size` for "the default chunk
-    size", not `chunk_overlap`). A sentence that points back
+    its table must hold it too (the rows around it are about other codes or settings), and no row is taken when the
+    words the question names of its first cell are strictly fewer than, and among, another row's (`chunk_size` for
+    "the default chunk size", not `chunk_overlap`; see `_named_rows`). A sentence that points back
     ("They …") joins only right after its predecessor, which must share a question word unless the sentence is the
     best candidate and holds what the question's kind wants (a value for "how fast"); a navigation sentence ("See …
     for …") only when no other sentence is taken. Should nothing else remain, the best pointing-back sentence is
