@@ -472,6 +472,7 @@ def test_how_long_or_how_many_is_refused_when_no_quote_states_a_time_or_a_number
     assert not stated("How often should I back up the index?", "Back up the index before you upgrade the server.")
     assert not stated("How many workers does the server run?", "Once the server starts, it runs its workers.")
     assert not stated("How long does a job take?", "Jobs run in 2 US regions, close to their data.")
+    assert not stated("How long does the server wait?", "Once the server starts, it waits for its workers.")
     # Not for "how long" asking a length, nor for a page the quotes only point to.
     assert stated("How long can a question be?", "A question is at most five hundred characters long.")
     pointer = "See [Server limits](limits.md) for the number of workers the server runs."

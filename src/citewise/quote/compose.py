@@ -332,9 +332,10 @@ _DURATION_RE = re.compile(
     r"\b\d+(?:[.,]\d+)?\s*(?:ms|µs|μs|s|sec|secs|seconds?|minutes?|mins?|hours?|hrs?|days?|weeks?|months?|years?)(?!\w)"
     r"|\b(?-i:\d+(?:us|ns))\b"  # microseconds, nanoseconds: not "2 US regions", "NS records"
     r"|\b(?-i:(?:\d+(?:ms|[smhdw]))+)\b"  # a compact interval: `30m`, `6h`, `1d`, `1h30m` (not "3D")
-    # a unit word, in a name too (`poll_interval_seconds`); "every" alone is no interval ("every replica")
+    # a unit word, in a name too (`poll_interval_seconds`); "every" alone is no interval ("every replica"), nor
+    # "once" ("Once the server starts, …"; "once a day" counts by its "day")
     r"|(?<![A-Za-z0-9])(?:(?:milli|micro|nano)?seconds?|minutes?|hours?|days?|weeks?|fortnights?|months?|years?|"
-    r"daily|hourly|weekly|biweekly|fortnightly|monthly|quarterly|annually|yearly|nightly|once|twice|instantly|"
+    r"daily|hourly|weekly|biweekly|fortnightly|monthly|quarterly|annually|yearly|nightly|twice|instantly|"
     r"immediately|sub-second)(?![A-Za-z0-9])",
     re.I,
 )
