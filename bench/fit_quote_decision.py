@@ -47,12 +47,18 @@ def load(names: list[str]) -> dict[str, list[dict]]:
     return {n: quote_data._jsonl(quote_data.RUNS / f"{n}.jsonl") for n in names}
 
 
+def reaches_model(part: dict) -> bool:
+    """Whether the fitted model decides this part: it has signals, and no rule refused it first (an anchor the
+    passages lack, a time or number a "how long/often/many" question asks and no quote states)."""
+    return part.get("signals") is not None and not part.get("missing_anchors") and not part.get("missing_value")
+
+
 def samples(rows: list[dict]) -> list[tuple[np.ndarray, int, dict]]:
     """(features, label, row) per part that reached the decision (a part refused earlier is refused anyway)."""
     out = []
     for row in rows:
         for part in row["parts"]:
-            if part.get("signals") is None or part.get("missing_anchors") or part.get("missing_value"):
+            if not reaches_model(part):
                 continue
             x = np.array([part["signals"][name] for name in FEATURES], dtype=float)
             out.append((x, int(row["answerable"]), row))
@@ -103,13 +109,7 @@ def probability(part: dict, weights: np.ndarray, intercept: float) -> float:
 
 def outcome(row: dict, weights: np.ndarray, intercept: float, threshold: float) -> str:
     """The verdict the run would get with this model: a question is answered when any part is."""
-    answered = any(
-        p.get("signals") is not None
-        and not p.get("missing_anchors")
-        and not p.get("missing_value")
-        and probability(p, weights, intercept) >= threshold
-        for p in row["parts"]
-    )
+    answered = any(reaches_model(p) and probability(p, weights, intercept) >= threshold for p in row["parts"])
     if not row["answerable"]:
         return "answered" if answered else "refused"
     if not answered:
