@@ -495,6 +495,24 @@ def test_a_question_whose_subject_the_corpus_never_mentions_is_refused():
     assert unknown.probability < known.probability
 
 
+def test_url_in_the_question_is_held_by_a_web_address():
+    from citewise.quote.compose import missing_anchors
+
+    # "URL" names the kind of value asked for; the Somnia network page says "Faucet <https://…>" and never the
+    # word. Anything else the question names must still be there.
+    def missing(question: str, text: str) -> tuple[str, ...]:
+        return missing_anchors(analyse(question), [(1, chunk(text, "network.md"))], {0}, None)
+
+    faucet = "Testnet Faucet\n\n<https://testnet.example.network/>"
+    assert missing("What is the faucet URL?", faucet) == ()
+    assert missing("What is the faucet URL?", "The explorer lives at www.explorer-example.net.") == ()
+    assert missing("Which URLs does the faucet accept?", faucet) == ()
+    assert missing("What is the faucet URL?", "Request tokens from the faucet in the #dev-chat channel.") == ("URL",)
+    assert missing("What is the Shannon faucet URL?", faucet) == ("Shannon",)
+    answered = compose_quote_answer("What is the faucet URL?", [(1, chunk(faucet, "network.md"))], threshold=0.0)
+    assert not answered.refused and "https://testnet.example.network/" in answered.text
+
+
 def test_a_capitalised_common_word_is_a_name_the_passage_must_name():
     from citewise.quote.compose import missing_anchors
 

@@ -71,6 +71,8 @@ COMMON_ANCHOR_MIN_CHUNKS = 5  # ... when in at least this many (in a tiny corpus
 # this share of chunks: a product's name is in about half or more of its docs' chunks (Somnia 48%, Starlette 66%, pip
 # 79%); a word used as a word is not ("word" in Citewise's guide: 10%, "session": 12%).
 NAME_TOPIC_SHARE = 0.3
+_ADDRESS_ANCHORS = frozenset({"url", "urls", "uri", "uris"})
+_WEB_ADDRESS_RE = re.compile(r"\bhttps?://|\bwww\.[a-z0-9-]")
 _IMPERATIVE_RE = re.compile(
     r"^[\"'*_`]*(?:run|set|use|add|call|install|create|open|pass|enable|disable|configure|start|stop|restart|"
     r"point|change|edit|copy|remove|delete|upload|send|import|export|deploy|connect|give|type|click|select|"
@@ -1024,8 +1026,11 @@ def _names(texts: Sequence[str], word: str) -> bool:
 
 def _anchor_present(anchor: str, evidence: str, evidence_terms: set[str]) -> bool:
     """Whether `evidence` (lower case) names `anchor`: in any case, with its punctuation left out (`max_turns` for
-    MAX-TURNS) or by all its words' stems."""
+    MAX-TURNS) or by all its words' stems. "URL" names the kind of value asked for, not a thing: a web address holds
+    it ("What is the faucet URL?" is answered by "Faucet <https://…>")."""
     if anchor.lower() in evidence:
+        return True
+    if anchor.lower() in _ADDRESS_ANCHORS and _WEB_ADDRESS_RE.search(evidence):
         return True
     key = compact(anchor)
     if len(key) >= 3 and key in re.sub(r"[^0-9a-z]+", "", evidence):
