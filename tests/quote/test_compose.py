@@ -1738,6 +1738,41 @@ def test_a_definition_is_told_from_a_sentence_that_only_names_its_subject(text, 
     assert defines(text, subject) is defining
 
 
+def test_what_does_x_do_quotes_the_lead_in_that_says_what_x_does():
+    # The section's sentence saying what the command does ends in ":" above a table. A lead-in alone says nothing
+    # for most questions, but for "what does X do?" this one is the answer.
+    doctor = chunk(
+        "```text\norbitron doctor [--repair] [--json]\n```\n\n"
+        "`orbitron doctor` reads the journal and the catalogue and reports where they disagree:\n\n"
+        "| Problem | What it means |\n| --- | --- |\n| `orphan_rows` | Rows no catalogue entry knows |\n",
+        "operations.md",
+        dense=0.6,
+        chapter="Operations > Checking a node (orbitron doctor)",
+    )
+    result = compose_quote_answer("What does orbitron doctor do?", [(1, doctor)], threshold=0.0)
+    assert "reads the journal and the catalogue and reports where they disagree:" in result.text
+    # Another question's lead-in still comes only with what it introduces.
+    result = compose_quote_answer("Where do the journal and the catalogue disagree?", [(1, doctor)], threshold=0.0)
+    assert "reports where they disagree:" not in result.text
+
+
+@pytest.mark.parametrize(
+    ("text", "describing"),
+    [
+        ("`orbitron doctor` reads the journal and reports where it disagrees:", True),
+        ("Orbitron doctor (the checker) then repairs what it can:", True),
+        ("The orbitron doctor is a checker:", True),
+        ("orbitron doctor process runs as root:", False),  # "process" is no verb
+        ("orbitron doctor class:", False),
+        ("Run orbitron doctor like this:", False),
+    ],
+)
+def test_a_lead_in_describes_its_subject_when_it_opens_with_it_and_a_verb(text, describing):
+    from citewise.quote.sentences import describes
+
+    assert describes(text, "orbitron doctor") is describing
+
+
 def test_what_is_x_leads_with_the_sentence_that_introduces_x_in_bold():
     modes = chunk(
         "**Quote mode** (the default, `CITEWISE_LLM=extractive`) needs no language model. It answers with verbatim "

@@ -30,6 +30,7 @@ from citewise.quote.sentences import (
     block_after,
     candidates,
     defines,
+    describes,
     is_anaphoric,
     is_asking,
     is_fragment,
@@ -649,6 +650,10 @@ def select(
             follows_it = block_after(sentence, chunks) is not None or (
                 question.kind in (QuestionKind.LIST, QuestionKind.PROCEDURE) and list_after(sentence, chunks, 1)
             )
+            # For "what is X?" / "what does X do?" a lead-in that says what X is or does answers it, whatever it
+            # introduces ("`citewise doctor` reads the index … and reports where they disagree:" above a table).
+            about_it = question.kind == QuestionKind.DEFINITION and bool(question.subject)
+            follows_it = follows_it or (about_it and describes(sentence.text, question.subject or ""))
             if follows_it and len(chosen) < limit and not taken(sentence) and not duplicate(sentence):
                 chosen.append(sentence)
             continue

@@ -152,6 +152,19 @@ def defines(text: str, subject: str) -> bool:
     return bool(re.match(rf"^[ \t>]*(?:\*\*|__)`?{bold}`?(?:s)?(?:\*\*|__){after}", lowered))
 
 
+def describes(text: str, subject: str) -> bool:
+    """Whether a sentence says what `subject` is or does: it defines it (`defines`), or opens with it and a verb in
+    the present ("`citewise doctor` reads the index and the registry and reports where they disagree:")."""
+    if defines(text, subject):
+        return True
+    words = [re.escape(w) for w in re.findall(r"[\w'-]+", subject.lower())]
+    if not words:
+        return False
+    name = r"[\s`*_\"'()-]*".join(words)
+    opening = rf"^[\s>*_`\"'“]*(?:(?:the|a|an)\s+)?[`*_\"'“]*{name}[`*_\"'”]*"
+    return bool(re.match(rf"{opening}(?:\s*\([^)]*\))?\s+(?:also\s+|only\s+|then\s+)?[a-z]*[a-rt-z]s\b", text.lower()))
+
+
 # "X is supported by …", "X was (originally) developed and maintained by …": who is behind the subject, not what it is
 _BACKED_BY = (
     r"(?:(?:\w+ly|also|now|still|being|jointly)\s+){0,2}(?:supported|maintained|developed|built|created|written|backed|funded|sponsored|owned|"
