@@ -473,6 +473,12 @@ def test_how_long_or_how_many_is_refused_when_no_quote_states_a_time_or_a_number
     assert not stated("How many workers does the server run?", "Once the server starts, it runs its workers.")
     assert not stated("How long does a job take?", "Jobs run in 2 US regions, close to their data.")
     assert not stated("How long does the server wait?", "Once the server starts, it waits for its workers.")
+    # "How much" of a machine's resources asks for an amount too; "how much" of anything else may be answered by
+    # "free" or "no limit", and is left to the model.
+    assert not stated("How much memory does the server need?", "The server keeps its sessions in memory only.")
+    assert stated("How much memory does the server need?", "The index of 10M vectors needs about 20 GB of RAM.")
+    assert stated("How much disk space does the journal take?", "The journal has no limit: it grows until pruned.")
+    assert stated("How much does a licence cost?", "The server keeps its sessions in memory only.")
     # Not for "how long" asking a length, nor for a page the quotes only point to.
     assert stated("How long can a question be?", "A question is at most five hundred characters long.")
     pointer = "See [Server limits](limits.md) for the number of workers the server runs."

@@ -361,11 +361,15 @@ _UNMEASURED = {
     ),
     "long": re.compile(r"\b(?:never|indefinitely|forever|until)\b", re.I),
     "many": re.compile(r"\b(?:no limit|unlimited|any number|as many)\b", re.I),
+    "much": re.compile(r"\b(?:no limit|unlimited|any amount|as much)\b", re.I),
 }
-# The questions whose answer must state a time, an interval or a number: "how long" asking for a length ("How long
-# can a question be?"), and "how much" or "how big" (a price, "free", "no limit"), are left to the model
+# The questions whose answer must state a time, an interval or a number: "how much" only for a machine's resources
+# (memory, disk, CPU: an amount); "how long" asking for a length ("How long can a question be?"), and "how much" of
+# anything else or "how big" (a price, "free", "no limit"), are left to the model
 _MEASURE_QUESTION_RE = re.compile(
-    r"\bhow\s+(many|often|frequently|long)\b(?!\s+(?:can|could|may|might|should|must)\b[^?]*\bbe\b)", re.I
+    r"\bhow\s+(?:(many|often|frequently|long)\b(?!\s+(?:can|could|may|might|should|must)\b[^?]*\bbe\b)"
+    r"|(much)\s+(?:disk\s+)?(?:memory|ram|disk|space|storage|bandwidth|cpu)\b)",
+    re.I,
 )
 _NEGATED_RE = re.compile(r"\b(?:not|never|no|none|without|except|cannot|neither|nor|only)\b|n't\b", re.I)
 
@@ -386,7 +390,8 @@ def _missing_value(
     asked = _MEASURE_QUESTION_RE.search(question.focus)
     if question.expects not in _MEASURES or pointers or not asked:
         return False
-    unmeasured = _UNMEASURED[{"frequently": "often"}.get(asked.group(1).lower(), asked.group(1).lower())]
+    word = (asked.group(1) or asked.group(2)).lower()
+    unmeasured = _UNMEASURED[{"frequently": "often"}.get(word, word)]
     relevance = {item.sentence.key: item.relevance for item in scored}
     block = None if structured else _code_block(chosen, blocks, chunks, question, relevance)
     shown = [s.text if s.code else s.rendered() for s in [*chosen, *([block] if block else [])]]
