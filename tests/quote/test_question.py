@@ -38,6 +38,10 @@ from citewise.quote import QuestionKind, analyse, split_parts
         ("What is the default path?", QuestionKind.VALUE),
         ("What percentage of validators must sign a block?", QuestionKind.VALUE),  # the value noun is the head
         ("What number of retries does the client make?", QuestionKind.VALUE),
+        # "what is X called?" asks for X's name, not what X is
+        ("What is the testnet token called?", QuestionKind.VALUE),
+        ("What's the daemon's config file named?", QuestionKind.VALUE),
+        ("What is the function called by the router?", QuestionKind.DEFINITION),
         ("What happens when keys are rotated?", QuestionKind.GENERAL),  # a condition's plural
     ],
 )
@@ -89,6 +93,8 @@ def test_anchors_are_what_the_evidence_must_name(question, anchors):
         ("Since when is the flag deprecated?", "date"),
         ("To what extent does the timeout apply?", None),  # an idiom: no value asked for
         ("If I use Jinja2, in which file do I put templates?", "name_or_value"),  # a condition, then a preposition
+        ("What is the testnet token called?", "name"),
+        ("How is the test network known as?", "name"),
     ],
 )
 def test_what_the_answer_must_state(question, expects):

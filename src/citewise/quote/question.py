@@ -75,6 +75,9 @@ _DEFINITION_RE = re.compile(
     r"|what\s+is\s+meant\s+by\s+(?P<subject4>.+?))\s*[?.!]*$",
     re.I,
 )
+_CALLED_RE = re.compile(
+    r"^(?:what|how)(?:'s|\s+is|\s+are|\s+was|\s+were)\s+\S.*?\s+(?:called|named|known\s+as)\s*[?.!]*$", re.I
+)
 _WHAT_DOES_RE = re.compile(
     r"^what\s+(?:does|do)\s+(.+?)\s+(?:mean|stand\s+for|do|refer\s+to)(?:\s+(?:in|for|on|with)\s+.+?)?\s*[?.!]*$", re.I
 )
@@ -179,6 +182,8 @@ def classify(focus: str) -> tuple[QuestionKind, str | None]:
         return QuestionKind.ENTITY, None
     if _PROCEDURE_RE.match(text):
         return QuestionKind.PROCEDURE, None
+    if _CALLED_RE.match(text):
+        return QuestionKind.VALUE, None  # "What is the testnet token called?": its name, not what the token is
     does = _WHAT_DOES_RE.match(text)  # "what does the --prune flag do": what it is, not a value
     if does:
         return QuestionKind.DEFINITION, re.sub(r"^(?:the|a|an)\s+", "", does.group(1).strip(" `*\"'"), flags=re.I)
@@ -285,7 +290,8 @@ _EXPECTS = (
     (
         "name",
         re.compile(
-            r"^(?:who|whom|whose|which\s+(?:company|team|person|country|city|state|organi[sz]ation|university|band|player|author|actor|singer))\b",
+            r"^(?:who|whom|whose|which\s+(?:company|team|person|country|city|state|organi[sz]ation|university|band|player|author|actor|singer))\b"
+            r"|^(?:what|how)(?:'s|\s+is|\s+are|\s+was|\s+were)\s+\S.*?\s+(?:called|named|known\s+as)\s*[?.!]*$",
             re.I,
         ),
     ),
