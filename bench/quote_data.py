@@ -567,18 +567,22 @@ def judge(question: Question, status: str, text: str, cited_docs: list[str]) -> 
     return "right" if ok else "wrong"
 
 
-def run(name: str, *, rebuild: bool = False, decide_all: bool = False) -> Path:
-    """Ask every question of the set in quote mode and log it. `decide_all`: threshold 0, so every question the
-    anchor rule lets through is answered and its would-be answer and signals are logged (what fitting needs)."""
+def run(
+    name: str, *, rebuild: bool = False, decide_all: bool = False, quote: dict | None = None, runs: Path = RUNS
+) -> Path:
+    """Ask every question of the set in quote mode and log it under `runs`. `decide_all`: threshold 0, so every
+    question the anchor rule lets through is answered and its would-be answer and signals are logged (what fitting
+    needs). `quote`: quote settings to use instead of the committed ones (a model just fitted)."""
     spec = SETS[name]
     corpus = spec.corpus()
     home = build_home(corpus, rebuild)
     settings = settings_for(home)
-    if decide_all:
-        settings = settings.model_copy(update={"quote": settings.quote.model_copy(update={"threshold": 0.0})})
+    update = {**(quote or {}), **({"threshold": 0.0} if decide_all else {})}
+    if update:
+        settings = settings.model_copy(update={"quote": settings.quote.model_copy(update=update)})
     cw = Citewise(settings, kb=KnowledgeBase(settings))
-    RUNS.mkdir(parents=True, exist_ok=True)
-    out = RUNS / f"{name}.jsonl"
+    runs.mkdir(parents=True, exist_ok=True)
+    out = runs / f"{name}.jsonl"
     started = time.perf_counter()
     with out.open("w", encoding="utf-8") as f:
         for q in spec.questions():

@@ -587,6 +587,10 @@ def quote_section(r: dict | None) -> list[str]:
         "from, with a sha256 over its files: `bench/quote_sets.json`. In parentheses: quote mode as it was at "
         f"{r['before_commit']} (one cosine gate at 0.44 plus word coverage), run on the same questions and corpora.",
         "",
+        "The table's figures are quote mode asked every question again with the fitted model, as a user gets it; "
+        "the leave-one-set-out figures below it are decided on the logged answers instead, where a multi-part "
+        "question with one part refused keeps the verdict of its whole logged answer.",
+        "",
         "Right = an answerable question answered with an expected string (docs sets), its gold span (SQuAD-style) "
         "or a citation of its own passage (ClapNQ, Somnia FAQ); wrong = answered without; refused answerable and "
         "unanswerable refused are shares of each kind; refusal F1 takes unanswerable as the positive class.",
