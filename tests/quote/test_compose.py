@@ -10,7 +10,7 @@ import pytest
 from citewise.agent.constraints import Constraints
 from citewise.agent.grounding import ground
 from citewise.agent.validator import validate_answer
-from citewise.quote import Part, QuoteAnswer, analyse, answer, question_focus
+from citewise.quote import Part, QuestionKind, QuoteAnswer, analyse, answer, question_focus
 from citewise.quote import answer as quote_answer
 from citewise.quote.sentences import defines, is_anaphoric, is_introduction, is_navigation
 from citewise.settings import QuoteSettings
@@ -1228,6 +1228,40 @@ def test_a_sentence_that_announces_a_list_is_quoted_with_the_list():
     assert "- `float` returns a Python float. [1]" in answer.text
 
 
+def test_a_list_announced_at_the_end_of_the_paragraph_comes_with_it_even_when_its_items_are_names():
+    # The sentence that matches the question is not the one ending in ":", and the items are links with a name each,
+    # too short to be candidates of their own: the list is still the answer to "which … can I use".
+    graphql = chunk(
+        "GraphQL support was removed in version 0.17.\n\n"
+        "You can still use GraphQL with Orbitron via 3rd party libraries. These libraries all have guides to help "
+        "you do just that:\n\n"
+        "- [Ariadne](https://ariadne.example/orbitron)\n"
+        "- [Strawberry](https://strawberry.example/orbitron)\n"
+        "- [`tartiflette-asgi`](https://tartiflette.example/)\n",
+        "graphql.md",
+    )
+    answer = compose_quote_answer("Which libraries can I use to add GraphQL to Orbitron?", [(1, graphql)])
+    assert not answer.refused
+    assert "These libraries all have guides to help you do just that:" in answer.text
+    assert "[Ariadne](https://ariadne.example/orbitron)" in answer.text and "Strawberry" in answer.text
+
+
+def test_the_best_candidate_announcing_a_list_comes_with_it_whatever_the_question_kind():
+    # "Which middleware does …" (a mass noun) is neither a list nor a value question, but what its best sentence
+    # announces is the answer; alone, "… by default:" would say nothing.
+    middleware = chunk(
+        "Every Orbitron application automatically includes two pieces of middleware by default:\n\n"
+        "* `ServerErrorMiddleware` - Ensures that exceptions return a custom 500 page.\n"
+        "* `ExceptionMiddleware` - Adds exception handlers for expected exceptions.\n\n"
+        "Middleware is evaluated from top to bottom.\n",
+        "middleware.md",
+    )
+    question = "Which middleware does every Orbitron application include automatically?"
+    assert analyse(question).kind not in (QuestionKind.LIST, QuestionKind.PROCEDURE)
+    answer = compose_quote_answer(question, [(1, middleware)], threshold=0.0)
+    assert "`ServerErrorMiddleware`" in answer.text and "`ExceptionMiddleware`" in answer.text
+
+
 def test_an_announced_list_never_takes_the_answer_past_max_sentences_nor_leaves_its_lead_in_alone():
     from citewise.quote.compose import _with_list
     from citewise.quote.sentences import candidates
@@ -1242,6 +1276,10 @@ def test_an_announced_list_never_takes_the_answer_past_max_sentences_nor_leaves_
     assert len(out) == 4 and out[3].text.startswith("`str`")
     # no room at all: a lead-in ending in ":" is dropped rather than quoted alone
     assert _with_list([first, second, later, lead], pair, 4) == [first, second, later]
+    # the paragraph announces the list in its last sentence: a sentence before it brings that sentence and the list,
+    # and what was chosen below it makes room
+    assert _with_list([first, second, later], pair, 4) == [first, second, lead, found[3]]
+    assert found[3].text.startswith("`str`")
     # with room for one sentence only, the list's first item stands for the lead-in: never an empty answer
     assert [s.text for s in _with_list([lead], pair, 1)] == ["`str` returns a string, and is the default."]
     answer = compose_quote_answer("Which convertors are available?", [(1, CONVERTORS)], max_sentences=1)

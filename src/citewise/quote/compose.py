@@ -26,6 +26,7 @@ from citewise.quote.decide import Signals, Verdict
 from citewise.quote.question import Question, QuestionKind
 from citewise.quote.sentences import (
     Sentence,
+    announces_list,
     antecedents,
     block_after,
     candidates,
@@ -653,7 +654,10 @@ def select(
             # "Run this:" says nothing without what follows: quoted only with the code block it introduces, or for
             # "which … are there" and "how do I" with the list it introduces ("The available convertors are:").
             follows_it = block_after(sentence, chunks) is not None or (
-                question.kind in (QuestionKind.LIST, QuestionKind.PROCEDURE) and list_after(sentence, chunks, 1)
+                # "which … are there", "how do I", or any question whose best candidate announces a list ("Every
+                # Starlette application automatically includes two pieces of middleware by default:")
+                (question.kind in (QuestionKind.LIST, QuestionKind.PROCEDURE) or item.relevance >= best)
+                and bool(list_after(sentence, chunks, 1))
             )
             # For "what is X?" / "what does X do?" a lead-in that says what X is or does answers it, whatever it
             # introduces ("`citewise doctor` reads the index … and reports where they disagree:" above a table).
@@ -847,16 +851,32 @@ def _with_list(chosen: list[Sentence], chunks, limit: int) -> list[Sentence]:
         items = [it for it in items if not any(it.overlaps(c) or it.key == c.key for c in chosen)]
         if not items:
             continue
-        room = limit - (i + 1)
+        # Announced by the end of its paragraph ("… via 3rd party libraries. These libraries all have guides …:"):
+        # the rest of the paragraph comes before the items, the announcing sentence with them.
+        bridge = [] if announces_list(sentence) else _rest_of_paragraph(sentence, items[0], chunks)
+        if any(b.key == c.key for b in bridge for c in chosen[i + 1 :]):
+            continue  # the announcing sentence is chosen itself, further down: the list goes with it
+        bridge = [b for b in bridge if not any(b.key == c.key for c in chosen[: i + 1])]
+        room = limit - (i + 1) - len(bridge)
         if room <= 0:
             if not sentence.leads_in:
                 return chosen
             others = [c for c in chosen if c is not sentence]
             return others or items[:limit]  # alone, the lead-in gives way to the list it announces
         items = items[:room]
-        after = [c for c in chosen[i + 1 :] if not any(c.overlaps(it) for it in items)]
-        return [*chosen[: i + 1], *items, *after][:limit]
+        keys = {b.key for b in bridge}
+        after = [c for c in chosen[i + 1 :] if c.key not in keys and not any(c.overlaps(it) for it in items)]
+        return [*chosen[: i + 1], *bridge, *items, *after][:limit]
     return chosen
+
+
+def _rest_of_paragraph(sentence: Sentence, first_item: Sentence, chunks) -> list[Sentence]:
+    """The sentences between `sentence` and the first item of the list its paragraph announces, in order."""
+    return [
+        s
+        for s in candidates([chunks[sentence.slot]])
+        if not s.code and not s.step and s.start >= sentence.end and s.end <= first_item.start
+    ]
 
 
 def _steps(top: Sentence, chosen: list[Sentence], chunks, limit: int) -> list[Sentence]:
@@ -1286,7 +1306,9 @@ def compose(
         if again:
             chosen = _named(_lead_with_answer(again, question, chunks), chunks, question, corpus)
             top, rest, blocks = chosen[0], rest_again, blocks_again
-    if question.kind == QuestionKind.PROCEDURE or question.kind == QuestionKind.LIST:
+    if question.kind in (QuestionKind.PROCEDURE, QuestionKind.LIST) or (
+        chosen[0].leads_in and list_after(chosen[0], chunks, 1)
+    ):
         chosen = _with_list(chosen, chunks, limit)
         chosen += _steps(top, chosen, chunks, limit)
     if not structured:

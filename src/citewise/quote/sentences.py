@@ -645,15 +645,23 @@ _INTRODUCES_LIST_RE = re.compile(
     r":[*_`]*\s*$|\bthe following(?:\s+[\w`*-]+){0,3}\s*[.:]?[*_]*\s*$|\bas follows\s*[.:]?[*_]*\s*$", re.I
 )
 _ITEM_START_RE = re.compile(r"[ \t]*(?:[-*+•]|\d+[.)])[ \t]+")
+_SHORT_ITEM_RE = re.compile(r"(?m)^[ \t]*(?:[-*+•]|\d+[.)])[ \t]+(\S(?:[^\n]{0,78}\S)?)[ \t]*$")  # a one-line item
+
+
+def announces_list(sentence: Sentence) -> bool:
+    """Whether the sentence itself says a list follows ("The available convertors are:", "… the following.")."""
+    return not sentence.code and bool(_INTRODUCES_LIST_RE.search(sentence.text))
 
 
 def list_after(sentence: Sentence, chunks: Sequence[tuple[int, ScoredChunk]], limit: int) -> list[Sentence]:
     """The first `limit` items of the list right under `sentence` when it says a list follows (see
     `_INTRODUCES_LIST_RE`; nothing but the rest of its paragraph between, a blank line or none), in order: each item
     whole when it is a candidate whole, else its first sentence. What "Which convertors come built in?" asks, where
-    "The available convertors are:" only says where."""
-    if sentence.code or sentence.step or not _INTRODUCES_LIST_RE.search(sentence.text) or limit <= 0:
+    "The available convertors are:" only says where. The paragraph may say it in its last sentence instead: "… via
+    3rd party libraries. These libraries all have Starlette-specific guides …:" announces the list under it."""
+    if sentence.code or sentence.step or limit <= 0:
         return []
+    announces = announces_list(sentence)
     text = chunks[sentence.slot][1].text
     starts = [
         s
@@ -662,6 +670,16 @@ def list_after(sentence: Sentence, chunks: Sequence[tuple[int, ScoredChunk]], li
         and s.start >= sentence.end
         and _ITEM_START_RE.fullmatch(text[text.rfind("\n", 0, s.start) + 1 : s.start].rstrip("*_"))
     ]  # where an item begins: its whole, or its first sentence (the rest of a long item is no item of its own)
+    # An item too short to be a candidate of its own — a name, a link: "- [Ariadne](…)" under "These libraries …:"
+    # — is still an item of the list, its line quoted whole.
+    begun = {text.rfind("\n", 0, s.start) + 1 for s in starts}  # the lines a candidate item begins on
+    n = chunks[sentence.slot][0]
+    for match in _SHORT_ITEM_RE.finditer(text, sentence.end):
+        start, end = match.span(1)
+        if match.start() not in begun and content_terms(match.group(1)):
+            item = match.group(1)
+            starts.append(Sentence(sentence.slot, n, start, end, item, frozenset(content_terms(item)), step=True))
+    starts.sort(key=lambda s: (s.start, -s.end))
     out: list[Sentence] = []
     previous_end = sentence.end
     for s in starts:
@@ -675,6 +693,10 @@ def list_after(sentence: Sentence, chunks: Sequence[tuple[int, ScoredChunk]], li
             break
         if any(block.strip() and not _ITEM_START_RE.match(block) for block in re.split(r"\n[ \t]*\n", between)[1:]):
             break
+        if not out and not announces:
+            rest = re.split(r"\n[ \t]*\n", between)[0].strip()  # the rest of the sentence's paragraph
+            if not rest or not _INTRODUCES_LIST_RE.search(rest):
+                break
         out.append(s)
         previous_end = s.end
         if len(out) >= limit:
