@@ -163,6 +163,8 @@ _SKIP_LINE_RE = re.compile(
 )  # headings, tables, rules, lines of HTML tags (not a markdown autolink, "<https://rpc.example/>"), MDX, directives
 LIST_ITEM_RE = re.compile(r"^(\s*(?:[-*+•]|\d+[.)])\s+|\s*>\s+)")
 _BOUNDARY_RE = re.compile(r"(?<=[.!?])[\"'”’)\]]*\s+(?=[\"'“‘(\[`*_]?[A-Z0-9])")
+# A list run into a paragraph (a scraped page's "1\." markers): the number opens the item, it ends no sentence
+_INLINE_ENUMERATOR_RE = re.compile(r"(?:^\s*|:\s+)\d{1,2}\.$")
 _ABBREVIATIONS = ("e.g.", "i.e.", "etc.", "vs.", "approx.", "dr.", "mr.", "mrs.", "ms.", "no.", "fig.", "st.")
 # Whole words only: "films." and "first." end a sentence although they end with "ms." and "st.".
 _ABBREVIATION_RE = re.compile(r"(?:^|[^a-z])(?:" + "|".join(map(re.escape, _ABBREVIATIONS)) + r")$", re.I)
@@ -221,6 +223,8 @@ def split_sentences(text: str) -> list[tuple[int, int]]:
             before = paragraph[cut : match.start()].rstrip("\"'”’)]")
             if _ABBREVIATION_RE.search(before) or re.search(r"(?:^|\s)[A-Z]\.$", before):
                 continue  # "e.g. Foo", "J. Smith": not a sentence end
+            if _INLINE_ENUMERATOR_RE.search(before):
+                continue  # "… mechanics of DEXs: 1. How pools keep reserves. 2. How …": a list run into the text
             spans.append((p_start + cut, p_start + match.start()))
             cut = match.end()
         spans.append((p_start + cut, p_end))

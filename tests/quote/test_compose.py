@@ -136,6 +136,21 @@ def test_sentence_splitting_keeps_abbreviations_together():
     ]
 
 
+def test_a_list_run_into_a_paragraph_keeps_each_number_with_its_item():
+    # A scraped page writes its numbered list inline ("DEXs: 1\. How …"): "1." ends no sentence, and neither is
+    # "2." a sentence of its own. A sentence that ends with a number still ends there.
+    text = (
+        "You learned the mechanics of DEXs: 1. How pools keep reserves. 2. How the formula prices trades. "
+        "The default is 2. Then it stops."
+    )
+    assert [text[s:e] for s, e in split_sentences(text)] == [
+        "You learned the mechanics of DEXs: 1. How pools keep reserves.",
+        "2. How the formula prices trades.",
+        "The default is 2.",
+        "Then it stops.",
+    ]
+
+
 def test_words_ending_like_an_abbreviation_still_end_a_sentence():
     text = "He has appeared in films. He acts in comedy. Run it first. Then stop, e.g. Friday."
     assert [text[s:e] for s, e in split_sentences(text)] == [
