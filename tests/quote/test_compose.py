@@ -1259,6 +1259,14 @@ def test_a_list_announced_at_the_end_of_the_paragraph_comes_with_it_even_when_it
     assert not answer.refused
     assert "These libraries all have guides to help you do just that:" in answer.text
     assert "[Ariadne](https://ariadne.example/orbitron)" in answer.text and "Strawberry" in answer.text
+    # The same list in the second passage read: its sentences and items belong to that passage, quoted once each,
+    # in reading order under the sentence that announces them.
+    intro = chunk("Orbitron serves GraphQL through libraries you add to it.", "intro.md")
+    question = "Which libraries can I use to add GraphQL to Orbitron?"
+    text = compose_quote_answer(question, [(1, intro), (2, graphql)], max_sentences=6).text
+    assert text.count("These libraries all have guides") == 1 and text.count("Ariadne") == 1
+    lead = "via 3rd party libraries. [2] These libraries all have guides to help you do just that: [2]"
+    assert text.index(lead) < text.index("- [Ariadne]") < text.index("- [Strawberry]") < text.index("tartiflette")
 
 
 def test_the_best_candidate_announcing_a_list_comes_with_it_whatever_the_question_kind():

@@ -30,6 +30,7 @@ from citewise.quote.sentences import (
     antecedents,
     block_after,
     candidates,
+    candidates_in,
     defines,
     describes,
     is_anaphoric,
@@ -874,7 +875,7 @@ def _rest_of_paragraph(sentence: Sentence, first_item: Sentence, chunks) -> list
     """The sentences between `sentence` and the first item of the list its paragraph announces, in order."""
     return [
         s
-        for s in candidates([chunks[sentence.slot]])
+        for s in candidates_in(chunks, sentence.slot)
         if not s.code and not s.step and s.start >= sentence.end and s.end <= first_item.start
     ]
 
@@ -884,7 +885,7 @@ def _steps(top: Sentence, chosen: list[Sentence], chunks, limit: int) -> list[Se
     its steps, not as the one step most like the question)."""
     if not top.step:
         return []
-    following = [s for s in candidates([chunks[top.slot]]) if s.step and s.start > top.start]  # reading order
+    following = [s for s in candidates_in(chunks, top.slot) if s.step and s.start > top.start]  # reading order
     out: list[Sentence] = []
     previous_end = top.end
     text = chunks[top.slot][1].text
@@ -910,7 +911,7 @@ def _introducing(block: Sentence, chunks) -> Sentence | None:
     `export …RATE_LIMIT…` line), on the marker's line or a wrapped one: such an item introduces the block only when
     it ends with ":" or shares a word with it. A numbered item is a step, and the block under it is how it is done."""
     text = chunks[block.slot][1].text
-    before = [s for s in candidates([chunks[block.slot]]) if not s.code and not s.header and s.end <= block.start]
+    before = [s for s in candidates_in(chunks, block.slot) if not s.code and not s.header and s.end <= block.start]
     if not before:
         return None
     last = before[-1]
@@ -1235,7 +1236,7 @@ def _why_sentence(top, chosen, rest, chunks, max_sentences: int) -> Sentence | N
         return rest[0]
     neighbours = [
         s
-        for s in candidates([chunks[top.slot]])
+        for s in candidates_in(chunks, top.slot)
         if not any(s.overlaps(c) for c in chosen) and not is_navigation(s.text)
     ]
     after = [s for s in neighbours if s.start > top.start]

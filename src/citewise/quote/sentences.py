@@ -9,7 +9,7 @@ from __future__ import annotations
 import functools
 import re
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from citewise.text import FENCE_RE, code_blocks, content_terms, paragraphs, split_sentences
 from citewise.types import ScoredChunk
@@ -586,6 +586,12 @@ def candidates(chunks: Sequence[tuple[int, ScoredChunk]], *, code: bool = False)
     return sentences
 
 
+def candidates_in(chunks: Sequence[tuple[int, ScoredChunk]], slot: int, *, code: bool = False) -> list[Sentence]:
+    """The candidates of one passage of `chunks`, numbered by its slot there (`candidates` of that passage alone would
+    number it 0, and a quote of the third passage would point at the first)."""
+    return [replace(s, slot=slot) for s in candidates([chunks[slot]], code=code)]
+
+
 def predecessor(sentence: Sentence, chunks: Sequence[tuple[int, ScoredChunk]]) -> Sentence | None:
     """The sentence right before `sentence` in its passage, if nothing but a paragraph break lies between (a heading
     or a code block between means the pointing-back has no antecedent to quote)."""
@@ -665,7 +671,7 @@ def list_after(sentence: Sentence, chunks: Sequence[tuple[int, ScoredChunk]], li
     text = chunks[sentence.slot][1].text
     starts = [
         s
-        for s in candidates([chunks[sentence.slot]])
+        for s in candidates_in(chunks, sentence.slot)
         if s.step
         and s.start >= sentence.end
         and _ITEM_START_RE.fullmatch(text[text.rfind("\n", 0, s.start) + 1 : s.start].rstrip("*_"))
