@@ -164,7 +164,7 @@ _SKIP_LINE_RE = re.compile(
 LIST_ITEM_RE = re.compile(r"^(\s*(?:[-*+•]|\d+[.)])\s+|\s*>\s+)")
 _BOUNDARY_RE = re.compile(r"(?<=[.!?])[\"'”’)\]]*\s+(?=[\"'“‘(\[`*_]?[A-Z0-9])")
 # A list run into a paragraph (a scraped page's "1\." markers): the number opens the item, it ends no sentence
-_INLINE_ENUMERATOR_RE = re.compile(r"(?:^\s*|:\s+)\d{1,2}\.$")
+_INLINE_ENUMERATOR_RE = re.compile(r"^\s*\d{1,2}\.$|:\s+1\.$")  # "…: 1." opens it, "2." alone goes on
 _ABBREVIATIONS = ("e.g.", "i.e.", "etc.", "vs.", "approx.", "dr.", "mr.", "mrs.", "ms.", "no.", "fig.", "st.")
 # Whole words only: "films." and "first." end a sentence although they end with "ms." and "st.".
 _ABBREVIATION_RE = re.compile(r"(?:^|[^a-z])(?:" + "|".join(map(re.escape, _ABBREVIATIONS)) + r")$", re.I)

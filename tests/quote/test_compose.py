@@ -149,6 +149,14 @@ def test_a_list_run_into_a_paragraph_keeps_each_number_with_its_item():
         "The default is 2.",
         "Then it stops.",
     ]
+    # a value after a colon is a value, not a list's first number
+    text = "Retries: 3. Timeout: 30 seconds. Default: 4. Then it stops."
+    assert [text[s:e] for s, e in split_sentences(text)] == [
+        "Retries: 3.",
+        "Timeout: 30 seconds.",
+        "Default: 4.",
+        "Then it stops.",
+    ]
 
 
 def test_words_ending_like_an_abbreviation_still_end_a_sentence():
@@ -494,6 +502,9 @@ def test_how_long_or_how_many_is_refused_when_no_quote_states_a_time_or_a_number
     assert stated("How much memory does the server need?", "The index of 10M vectors needs about 20 GB of RAM.")
     assert stated("How much disk space does the journal take?", "The journal has no limit: it grows until pruned.")
     assert stated("How much does a licence cost?", "The server keeps its sessions in memory only.")
+    # "space" on a page and CPU ("every core") need no number
+    assert stated("How much space does the sidebar take?", "The sidebar takes a third of the page width.")
+    assert stated("How much CPU does indexing use?", "Indexing uses every core of the CPU while it runs.")
     # Not for "how long" asking a length, nor for a page the quotes only point to.
     assert stated("How long can a question be?", "A question is at most five hundred characters long.")
     pointer = "See [Server limits](limits.md) for the number of workers the server runs."
@@ -530,6 +541,10 @@ def test_url_in_the_question_is_held_by_a_web_address():
     assert missing("Which URLs does the faucet accept?", faucet) == ()
     assert missing("What is the faucet URL?", "Request tokens from the faucet in the #dev-chat channel.") == ("URL",)
     assert missing("What is the Shannon faucet URL?", faucet) == ("Shannon",)
+    # `URL` as code, or "the URL class", names a thing of the docs: a link doesn't hold it
+    link = "Read [the ASGI spec](https://asgi.example/spec) first."
+    assert missing("What does the `URL` class do?", link) == ("URL",)
+    assert missing("What does the URL class do?", link) == ("URL",)
     answered = compose_quote_answer("What is the faucet URL?", [(1, chunk(faucet, "network.md"))], threshold=0.0)
     assert not answered.refused and "https://testnet.example.network/" in answered.text
 
@@ -1832,6 +1847,10 @@ def test_what_does_x_do_quotes_the_lead_in_that_says_what_x_does():
         ("orbitron doctor process runs as root:", False),  # "process" is no verb
         ("orbitron doctor class:", False),
         ("Run orbitron doctor like this:", False),
+        # a plural noun, alone or before a verb, is no verb
+        ("Orbitron doctor flags:", False),
+        ("Orbitron doctor errors include:", False),
+        ("The orbitron doctor keys are listed below:", False),
     ],
 )
 def test_a_lead_in_describes_its_subject_when_it_opens_with_it_and_a_verb(text, describing):

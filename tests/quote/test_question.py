@@ -42,6 +42,9 @@ from citewise.quote import QuestionKind, analyse, split_parts
         ("What is the testnet token called?", QuestionKind.VALUE),
         ("What's the daemon's config file named?", QuestionKind.VALUE),
         ("What is the function called by the router?", QuestionKind.DEFINITION),
+        ("What is returned when the handler is called?", QuestionKind.DEFINITION),  # a clause, not a name asked for
+        ("What is the order in which middleware is called?", QuestionKind.DEFINITION),
+        ("What’s the daemon called?", QuestionKind.VALUE),
         ("What happens when keys are rotated?", QuestionKind.GENERAL),  # a condition's plural
     ],
 )

@@ -365,12 +365,12 @@ _UNMEASURED = {
     "many": re.compile(r"\b(?:no limit|unlimited|any number|as many)\b", re.I),
     "much": re.compile(r"\b(?:no limit|unlimited|any amount|as much)\b", re.I),
 }
-# The questions whose answer must state a time, an interval or a number: "how much" only for a machine's resources
-# (memory, disk, CPU: an amount); "how long" asking for a length ("How long can a question be?"), and "how much" of
-# anything else or "how big" (a price, "free", "no limit"), are left to the model
+# The questions whose answer must state a time, an interval or a number, "how much" only of memory, disk, storage or
+# bandwidth (an amount; "how much CPU" may be "every core"). "How long" asking for a length ("How long can a question
+# be?"), "how much" of anything else (a price may be "free") and "how big" are left to the model.
 _MEASURE_QUESTION_RE = re.compile(
     r"\bhow\s+(?:(many|often|frequently|long)\b(?!\s+(?:can|could|may|might|should|must)\b[^?]*\bbe\b)"
-    r"|(much)\s+(?:disk\s+)?(?:memory|ram|disk|space|storage|bandwidth|cpu)\b)",
+    r"|(much)\s+(?:memory|ram|disk(?:\s+space)?|storage|bandwidth)\b)",
     re.I,
 )
 _NEGATED_RE = re.compile(r"\b(?:not|never|no|none|without|except|cannot|neither|nor|only)\b|n't\b", re.I)
@@ -660,9 +660,10 @@ def select(
                 (question.kind in (QuestionKind.LIST, QuestionKind.PROCEDURE) or item.relevance >= best)
                 and bool(list_after(sentence, chunks, 1))
             )
-            # For "what is X?" / "what does X do?" a lead-in that says what X is or does answers it, whatever it
-            # introduces ("`citewise doctor` reads the index … and reports where they disagree:" above a table).
-            about_it = question.kind == QuestionKind.DEFINITION and bool(question.subject)
+            # For "what is X?" / "what does X do?" the best candidate, a lead-in that says what X is or does,
+            # answers it whatever it introduces ("`citewise doctor` reads the index … and reports where they
+            # disagree:" above a table).
+            about_it = question.kind == QuestionKind.DEFINITION and bool(question.subject) and item.relevance >= best
             follows_it = follows_it or (about_it and describes(sentence.text, question.subject or ""))
             if follows_it and len(chosen) < limit and not taken(sentence) and not duplicate(sentence):
                 chosen.append(sentence)
@@ -1055,13 +1056,21 @@ def _names(texts: Sequence[str], word: str) -> bool:
     return False
 
 
+def _asks_for_address(anchor: str, question: str) -> bool:
+    """Whether the anchor is "URL" naming the kind of value asked for ("What is the faucet URL?"), not a thing the
+    docs must name: not written as code (`URL`) nor followed by "class", "object" or "type" ("the URL class")."""
+    if anchor.lower() not in _ADDRESS_ANCHORS:
+        return False
+    word = re.escape(anchor)
+    return not re.search(
+        rf"`{word}`|\b{word}\s+(?:class|classes|object|objects|type|types|instance|datastructure)\b", question
+    )
+
+
 def _anchor_present(anchor: str, evidence: str, evidence_terms: set[str]) -> bool:
     """Whether `evidence` (lower case) names `anchor`: in any case, with its punctuation left out (`max_turns` for
-    MAX-TURNS) or by all its words' stems. "URL" names the kind of value asked for, not a thing: a web address holds
-    it ("What is the faucet URL?" is answered by "Faucet <https://…>")."""
+    MAX-TURNS) or by all its words' stems."""
     if anchor.lower() in evidence:
-        return True
-    if anchor.lower() in _ADDRESS_ANCHORS and _WEB_ADDRESS_RE.search(evidence):
         return True
     key = compact(anchor)
     if len(key) >= 3 and key in re.sub(r"[^0-9a-z]+", "", evidence):
@@ -1112,6 +1121,8 @@ def missing_anchors(
         word = _word_name(anchor)
         if _names(bodies, word) if word is not None else _anchor_present(anchor, evidence, evidence_terms):
             continue
+        if _asks_for_address(anchor, question.text) and _WEB_ADDRESS_RE.search(evidence):
+            continue  # "What is the faucet URL?": "Faucet <https://…>" holds it
         if corpus is not None and corpus.chunks:
             words = list(content_terms(anchor)) or [compact(anchor)]
             if word is None:

@@ -75,9 +75,13 @@ _DEFINITION_RE = re.compile(
     r"|what\s+is\s+meant\s+by\s+(?P<subject4>.+?))\s*[?.!]*$",
     re.I,
 )
-_CALLED_RE = re.compile(
-    r"^(?:what|how)(?:'s|\s+is|\s+are|\s+was|\s+were)\s+\S.*?\s+(?:called|named|known\s+as)\s*[?.!]*$", re.I
+# "What is the testnet token called?"; not "What is returned when the handler is called?" (a clause, and a passive)
+_CALLED = (
+    r"^(?:what|how)(?:['’]s|\s+is|\s+are|\s+was|\s+were)\s+"
+    r"(?!(?:.*\s)?(?:when|whenever|if|once|after|before|while|which|that|where|is|are|was|were|be|been|by)\s)"
+    r"\S.*?\s+(?:called|named|known\s+as)\s*[?.!]*$"
 )
+_CALLED_RE = re.compile(_CALLED, re.I)
 _WHAT_DOES_RE = re.compile(
     r"^what\s+(?:does|do)\s+(.+?)\s+(?:mean|stand\s+for|do|refer\s+to)(?:\s+(?:in|for|on|with)\s+.+?)?\s*[?.!]*$", re.I
 )
@@ -291,7 +295,7 @@ _EXPECTS = (
         "name",
         re.compile(
             r"^(?:who|whom|whose|which\s+(?:company|team|person|country|city|state|organi[sz]ation|university|band|player|author|actor|singer))\b"
-            r"|^(?:what|how)(?:'s|\s+is|\s+are|\s+was|\s+were)\s+\S.*?\s+(?:called|named|known\s+as)\s*[?.!]*$",
+            rf"|{_CALLED}",
             re.I,
         ),
     ),

@@ -162,7 +162,13 @@ def describes(text: str, subject: str) -> bool:
         return False
     name = r"[\s`*_\"'()-]*".join(words)
     opening = rf"^[\s>*_`\"'“]*(?:(?:the|a|an)\s+)?[`*_\"'“]*{name}[`*_\"'”]*"
-    return bool(re.match(rf"{opening}(?:\s*\([^)]*\))?\s+(?:also\s+|only\s+|then\s+)?[a-z]*[a-rt-z]s\b", text.lower()))
+    # A verb with words after it, not a plural noun ("Orbitron doctor flags:") nor one before a verb ("… errors
+    # include:", "… keys are listed below:")
+    verb = (
+        r"(?:also\s+|only\s+|then\s+)?[a-z]*[a-rt-z]s\s+"
+        r"(?!(?:are|is|were|was|include|includes|have|has|can|will|must|may)\b)[^\s:]"
+    )
+    return bool(re.match(rf"{opening}(?:\s*\([^)]*\))?\s+{verb}", text.lower()))
 
 
 # "X is supported by …", "X was (originally) developed and maintained by …": who is behind the subject, not what it is
