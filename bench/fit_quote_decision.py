@@ -19,7 +19,9 @@
 The figures reported per set are those of quote mode run again on every set with the model just fitted
 (bench/data/quote/live/), what a user gets: there a multi-part question with a refused part answers without that
 part's quotes. The leave-one-set-out figures are decided offline on the threshold-0 runs, where such a question
-keeps its threshold-0 verdict (a handful of questions; 3 of 1,858 on 2026-11-27).
+keeps its threshold-0 verdict (a handful of questions; 3 of 1,858 on 2026-11-27). After any change to quote mode run
+with `--rerun`: without it the fit reads logged runs that may predate the code, while the table always comes from the
+code as it is.
 
 Writes src/citewise/quote/decision.json (weights on raw signals, intercept, threshold, what it was fitted on, the
 data manifest's digest) and bench/results/quote_decision.json (every figure, per set and distribution).
