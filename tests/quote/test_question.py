@@ -45,6 +45,11 @@ from citewise.quote import QuestionKind, analyse, split_parts
         ("What is returned when the handler is called?", QuestionKind.DEFINITION),  # a clause, not a name asked for
         ("What is the order in which middleware is called?", QuestionKind.DEFINITION),
         ("What’s the daemon called?", QuestionKind.VALUE),
+        # "key" is a value (an API key), and an adjective before a plural: then the question asks for a list
+        ("What are the key innovations behind Orbitron's speed?", QuestionKind.LIST),
+        ("What are the key features of the daemon?", QuestionKind.LIST),
+        ("Which key does the widget use?", QuestionKind.VALUE),
+        ("What is the API key?", QuestionKind.VALUE),
         ("What happens when keys are rotated?", QuestionKind.GENERAL),  # a condition's plural
     ],
 )

@@ -60,12 +60,14 @@ _PLURAL_HEAD_RE = re.compile(
     r"(?:are|were|come|ship|exist|does|do|did|can|could|will|should|must)\b",
     re.I,
 )
+# "key" is a value (an API key) but also an adjective: "What are the key innovations …?" asks for a list
+_NOT_KEY_ADJECTIVE = r"(?!(?<=key)\s+(?!(?:does|goes|has|is|was|lets|makes|gives|uses|needs)\b)[a-z]+[^s\W]s\b)"
 _VALUE_RE = re.compile(
     rf"^(?:how\s+(?:many|much|long|often|big|large|fast|old|far|high|low|quickly|soon)\b"
     rf"|when\b|what\s+(?:year|date|day|time|month|port|version|percentage|number)\b"
     rf"|(?:what|which)(?:'s|\s+is|\s+are|\s+was|\s+were)?\s+(?:the\s+|a\s+|an\s+|its\s+|their\s+)?"
-    rf"(?:[\w-]+\s+){{0,4}}?(?:{_VALUE_NOUNS})\b"
-    rf"|which\s+(?:[\w-]+\s+){{0,2}}?(?:{_VALUE_NOUNS})\b)",
+    rf"(?:[\w-]+\s+){{0,4}}?(?:{_VALUE_NOUNS})\b{_NOT_KEY_ADJECTIVE}"
+    rf"|which\s+(?:[\w-]+\s+){{0,2}}?(?:{_VALUE_NOUNS})\b{_NOT_KEY_ADJECTIVE})",
     re.I,
 )
 _DEFINITION_RE = re.compile(
