@@ -46,6 +46,7 @@ from citewise.quote.sentences import (
     link_words,
     list_after,
     predecessor,
+    subject_opening,
     values,
     whole_table,
 )
@@ -235,8 +236,10 @@ def with_definition(
     if question.kind != QuestionKind.DEFINITION or not subject or not passages:
         return passages
 
-    words = r"[\s`*_\"'()-]*".join(re.escape(w) for w in re.findall(r"[\w'-]+", subject.lower()))
-    state = re.compile(rf"^[\s>*_`\"'“]*(?:(?:the|a|an)\s+)?[`*_\"'“]*{words}[`*_\"'”]*(?:s)?\s+{_STATE}", re.I)
+    opening = subject_opening(subject)
+    if opening is None:
+        return passages  # no word to define
+    state = re.compile(rf"{opening}(?:s)?\s+{_STATE}", re.I)
 
     def defining(pair: tuple[int, ScoredChunk]) -> bool:
         return any(not s.code and defines(s.text, subject) and not state.match(s.text) for s in candidates([pair]))

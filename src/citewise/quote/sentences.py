@@ -129,25 +129,36 @@ def values(text: str) -> list[str]:
     return [m.group(0) for m in _VALUE_RE.finditer(text)]
 
 
+def subject_opening(subject: str, *, possessive: bool = False) -> str | None:
+    """The pattern of a lower-cased sentence's start that names `subject`: quotes, markup and an article (with
+    `possessive`, also a name's "Starlette's") before it, markup or punctuation between its words, markup after it.
+    None when the subject has no word."""
+    words = [re.escape(w) for w in re.findall(r"[\w'-]+", subject.lower())]
+    if not words:
+        return None
+    owner = r"(?:\w+['’]s\s+)?" if possessive else ""
+    name = r"[\s`*_\"'()-]*".join(words)
+    return rf"^[\s>*_`\"'“]*(?:(?:the|a|an)\s+)?{owner}[`*_\"'“]*{name}[`*_\"'”]*"
+
+
 def defines(text: str, subject: str) -> bool:
     """Whether a sentence defines `subject`: it opens with the subject (an article, markup or a name in front
     allowed) followed by "is/are/means/…", or "subject: …" / "subject — …", or with the subject in bold, the way
     documentation introduces a term ("**Quote mode** (the default) needs no language model."). Not when the verb is
     a passive naming who stands behind the subject ("Somnia is supported by …", "X is maintained by …"): that says
     who, not what ("A job is defined by a YAML file" still defines)."""
-    words = [re.escape(w) for w in re.findall(r"[\w'-]+", subject.lower())]
-    if not words:
+    start = subject_opening(subject, possessive=True)
+    if start is None:
         return False
     lowered = text.lower()
-    name = r"[\s`*_\"'()-]*".join(words)
-    opening = rf"^[\s>*_`\"'“]*(?:(?:the|a|an)\s+)?(?:\w+['’]s\s+)?[`*_\"'“]*{name}[`*_\"'”]*(?:s)?"
+    opening = rf"{start}(?:s)?"
     between = r"(?:\s*\([^)]*\))?(?:,[^,]{0,60},)?\s*"
     if re.match(rf"{opening}{between}(?:is|are|was|were)\s+{_BACKED_BY}", lowered):
         return False
     if re.match(rf"{opening}{between}(?:{_DEFINES_RE}\b|[:—–-]\s)", lowered):
         return True
     # In bold, on the sentence's own line, then words about it: not a bold line above a paragraph, not a list of names
-    bold = r"[\s`_\"'()-]*".join(words)
+    bold = r"[\s`_\"'()-]*".join(re.escape(w) for w in re.findall(r"[\w'-]+", subject.lower()))
     after = r"(?:[ \t]*\([^)\n]*\))?[ \t]+(?!and\b|or\b|vs\.?\b|versus\b)[a-z]"
     return bool(re.match(rf"^[ \t>]*(?:\*\*|__)`?{bold}`?(?:s)?(?:\*\*|__){after}", lowered))
 
@@ -157,11 +168,9 @@ def describes(text: str, subject: str) -> bool:
     the present ("`citewise doctor` reads the index and the registry and reports where they disagree:")."""
     if defines(text, subject):
         return True
-    words = [re.escape(w) for w in re.findall(r"[\w'-]+", subject.lower())]
-    if not words:
+    opening = subject_opening(subject)
+    if opening is None:
         return False
-    name = r"[\s`*_\"'()-]*".join(words)
-    opening = rf"^[\s>*_`\"'“]*(?:(?:the|a|an)\s+)?[`*_\"'“]*{name}[`*_\"'”]*"
     # A verb with words after it, not a plural noun ("Orbitron doctor flags:") nor one before a verb ("… errors
     # include:", "… keys are listed below:")
     verb = (
@@ -688,9 +697,9 @@ def list_after(sentence: Sentence, chunks: Sequence[tuple[int, ScoredChunk]], li
     n = chunks[sentence.slot][0]
     for match in _SHORT_ITEM_RE.finditer(text, sentence.end):
         start, end = match.span(1)
-        if match.start() not in begun and content_terms(match.group(1)):
-            item = match.group(1)
-            starts.append(Sentence(sentence.slot, n, start, end, item, frozenset(content_terms(item)), step=True))
+        terms = frozenset(content_terms(match.group(1)))
+        if match.start() not in begun and terms:
+            starts.append(Sentence(sentence.slot, n, start, end, match.group(1), terms, step=True))
     starts.sort(key=lambda s: (s.start, -s.end))
     out: list[Sentence] = []
     previous_end = sentence.end
