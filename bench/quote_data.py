@@ -27,6 +27,7 @@ import gzip
 import hashlib
 import json
 import os
+import random
 import re
 import shutil
 import subprocess
@@ -61,6 +62,12 @@ PIP_DOCS = Path("/usr/share/doc/python3-pip/html")
 # Starlette's documentation, from its sdist on PyPI (pinned by hash): a second product's docs to fit on.
 STARLETTE_SDIST = "starlette-1.10.0.tar.gz"
 STARLETTE_SHA256 = "b8399098d4c1e3522734f7235dc79b1fc967f96cf139c81e0fa30479e0685f9b"
+# structlog's documentation, from its sdist on PyPI (pinned by hash): a product nobody on this project had used, its
+# question set written from the pages alone to judge only.
+STRUCTLOG_SDIST = "structlog-26.1.0.tar.gz"
+STRUCTLOG_SHA256 = "f63a716cbd1b1291cf7661de7794b455acfa4c43c5bcf1630e6ad5ddc1adb3b7"
+# SQuAD 2.0 dev, 19 of its articles (../shared/train; never copied into the repository): 5 of them judge only.
+SQUAD2_DEV = ROOT.parent / "shared" / "train" / "squad2-dev-19-articles.json"
 # Citewise's own guide as it was when its question set (docs/questions.jsonl) was written.
 CITEWISE_DOCS_COMMIT = "2892aed"
 
@@ -134,26 +141,21 @@ def pip_pages() -> dict[str, str]:
     return pages
 
 
-def _starlette_sdist() -> Path:
-    """Starlette's sdist, downloaded from PyPI once (`pip download`) and checked against its pinned hash."""
-    path = DATA / "sources" / STARLETTE_SDIST
+def _sdist(filename: str, sha256: str) -> Path:
+    """A package's sdist, downloaded from PyPI once (`pip download`) and checked against its pinned hash."""
+    path = DATA / "sources" / filename
     if not path.is_file():
         path.parent.mkdir(parents=True, exist_ok=True)
-        version = STARLETTE_SDIST.removeprefix("starlette-").removesuffix(".tar.gz")
-        pip = [
-            sys.executable,
-            "-m",
-            "pip",
-            "download",
-            f"starlette=={version}",
-            "--no-binary",
-            "starlette",
-            "--no-deps",
-        ]
+        name, _, version = filename.removesuffix(".tar.gz").rpartition("-")
+        pip = [sys.executable, "-m", "pip", "download", f"{name}=={version}", "--no-binary", name, "--no-deps"]
         subprocess.run([*pip, "-d", str(path.parent)], check=True)
-    if hashlib.sha256(path.read_bytes()).hexdigest() != STARLETTE_SHA256:
+    if hashlib.sha256(path.read_bytes()).hexdigest() != sha256:
         raise SystemExit(f"{path} does not match its pinned sha256: delete it and run again")
     return path
+
+
+def _starlette_sdist() -> Path:
+    return _sdist(STARLETTE_SDIST, STARLETTE_SHA256)
 
 
 def starlette_pages() -> dict[str, str]:
@@ -164,6 +166,23 @@ def starlette_pages() -> dict[str, str]:
         for member in sorted(sdist.getmembers(), key=lambda m: m.name):
             parts = member.name.split("/")
             if member.isfile() and len(parts) == 3 and parts[1] == "docs" and parts[2].endswith(".md"):
+                pages[parts[2]] = sdist.extractfile(member).read().decode("utf-8")
+    return pages
+
+
+def _structlog_sdist() -> Path:
+    return _sdist(STRUCTLOG_SDIST, STRUCTLOG_SHA256)
+
+
+def structlog_pages() -> dict[str, str]:
+    """Every Markdown and reStructuredText page of structlog's docs/ folder, as its sdist ships it (21 pages: the API
+    reference and the licence page included, since a user indexing the folder would index them; the folder holds no
+    changelog or contributor guide). Sphinx's conf.py, Makefile and _static/ are not pages."""
+    pages = {}
+    with tarfile.open(_structlog_sdist()) as sdist:
+        for member in sorted(sdist.getmembers(), key=lambda m: m.name):
+            parts = member.name.split("/")
+            if member.isfile() and len(parts) == 3 and parts[1] == "docs" and parts[2].endswith((".md", ".rst")):
                 pages[parts[2]] = sdist.extractfile(member).read().decode("utf-8")
     return pages
 
@@ -279,6 +298,64 @@ def squadlike_questions(path: Path) -> list[Question]:
     ]
 
 
+SQUAD2_SPLIT = QUESTIONS / "squad2_split.json"
+SQUAD2_SEED = 32
+
+
+def _squad2_articles() -> dict[str, dict]:
+    """The SQuAD 2.0 dev articles in ../shared/train, by title (read from there at run time, never copied)."""
+    if not SQUAD2_DEV.is_file():
+        raise SystemExit(f"{SQUAD2_DEV} is missing: the squad2_judged set reads SQuAD 2.0 dev from ../shared/train")
+    return {article["title"]: article for article in json.loads(SQUAD2_DEV.read_text(encoding="utf-8"))["data"]}
+
+
+def squad2_judged_titles() -> list[str]:
+    """The 5 judged articles of bench/questions/squad2_split.json, once the committed split still follows its rule
+    (random.Random(32).sample of the sorted titles) on the shared file's titles; the other 14 are for training."""
+    split = json.loads(SQUAD2_SPLIT.read_text(encoding="utf-8"))
+    titles = sorted(_squad2_articles())
+    judged = random.Random(split["seed"]).sample(titles, 5)
+    if judged != split["judged"] or sorted(split["train"]) != sorted(set(titles) - set(judged)):
+        raise SystemExit(f"{SQUAD2_SPLIT} no longer matches its rule on {SQUAD2_DEV}")
+    return judged
+
+
+def _squad2_passage_id(title: str, index: int) -> str:
+    return f"{title}-{index}"
+
+
+def squad2_corpus() -> Corpus:
+    """Every paragraph of the judged SQuAD 2.0 articles as an in-memory passage: id "<title>-<paragraph index>",
+    titled by the article's title with underscores as spaces."""
+    articles = _squad2_articles()
+    passages = []
+    for title in squad2_judged_titles():
+        for i, paragraph in enumerate(articles[title]["paragraphs"]):
+            passages.append((_squad2_passage_id(title, i), title.replace("_", " "), paragraph["context"]))
+    return Corpus("squad2_judged", passages=passages)
+
+
+def squad2_questions() -> list[Question]:
+    """Every question of the judged articles: answerable unless is_impossible, its gold answer texts (deduplicated;
+    plain strings or SQuAD's {"text": ...} dicts) and the one paragraph it was written on."""
+    articles = _squad2_articles()
+    out = []
+    for title in squad2_judged_titles():
+        for i, paragraph in enumerate(articles[title]["paragraphs"]):
+            for qa in paragraph["qas"]:
+                texts = [a["text"] if isinstance(a, dict) else a for a in qa.get("answers") or []]
+                out.append(
+                    Question(
+                        id=qa["id"],
+                        question=qa["question"],
+                        answerable=not qa.get("is_impossible", False),
+                        gold_ids=[_squad2_passage_id(title, i)],
+                        gold_spans=list(dict.fromkeys(t for t in texts if t)),
+                    )
+                )
+    return out
+
+
 def _from_jsonl(path: Path) -> list[Question]:
     dataset = load_jsonl(path)
     return [
@@ -343,6 +420,7 @@ SOMNIA_B = QUESTIONS / "somnia_b.jsonl"
 PIP = QUESTIONS / "pip_docs.jsonl"
 STARLETTE = QUESTIONS / "starlette_docs.jsonl"
 STARLETTE_SHORT = QUESTIONS / "starlette_short.jsonl"
+STRUCTLOG = QUESTIONS / "structlog_docs.jsonl"
 CITEWISE_QUESTIONS = ROOT / "docs" / "questions.jsonl"
 FIXTURE_QUESTIONS = ROOT / "tests" / "fixtures" / "questions.jsonl"
 SQUAD_A = QUESTIONS / "squadlike_a.jsonl"
@@ -428,6 +506,20 @@ SETS: dict[str, QuestionSet] = {
             "markup indexed as raw text, fixed in the loaders (a parser fix, not a quote-mode one)",
             lambda: [PIP, *_pip_files()],
         ),
+        _docs_set(
+            "structlog_docs",
+            "structlog_docs",
+            structlog_pages,
+            STRUCTLOG,
+            "judge",
+            f"questions a structlog user asks of its documentation ({STRUCTLOG_SDIST.removesuffix('.tar.gz')}'s docs/, "
+            "21 pages, from its sdist pinned by hash): a product nobody on this project had used, written on "
+            "2026-12-07 from the pages alone, before any model was trained and without running Citewise; how-to, "
+            "defaults, lists, two-part questions, typos; near-miss unanswerables checked absent from every page (by "
+            "their `absent` terms where a clean term exists). Frozen unread: nothing in it is fitted or trained on, "
+            "and its failures are not read before the report",
+            lambda: [STRUCTLOG, DATA / "sources" / STRUCTLOG_SDIST],
+        ),
         QuestionSet(
             "clapnq",
             "on_topic_negative",
@@ -451,6 +543,14 @@ SETS: dict[str, QuestionSet] = {
             PIP,
             "pip_docs' answerable questions asked after every page that answers any of them was removed",
             lambda: [PIP, *_pip_files()],
+        ),
+        _rejection_set(
+            "structlog_rejection",
+            structlog_pages,
+            STRUCTLOG,
+            "structlog_docs' answerable questions asked after every page that answers any of them was removed; "
+            "frozen unread like structlog_docs",
+            lambda: [STRUCTLOG, DATA / "sources" / STRUCTLOG_SDIST],
         ),
         QuestionSet(
             "somnia_faq",
@@ -480,6 +580,18 @@ SETS: dict[str, QuestionSet] = {
             "judge",
             "100 + 100 more by another writer, over 100 other ClapNQ passages, the same adversarial kinds",
             lambda: [SQUAD_B, CLAPNQ],
+        ),
+        QuestionSet(
+            "squad2_judged",
+            "squad_style",
+            squad2_corpus,
+            squad2_questions,
+            "judge",
+            "SQuAD 2.0 dev (Rajpurkar et al., CC BY-SA 4.0; read from ../shared/train, never copied): 5 of its 19 "
+            "articles there, chosen by random.Random(32).sample of the sorted titles (bench/questions/"
+            "squad2_split.json; the other 14 are for training); every paragraph a passage, every question asked: "
+            "crowd-written answerable and adversarial unanswerable ones. Never trained or fitted on",
+            lambda: [SQUAD2_SPLIT, SQUAD2_DEV],
         ),
     )
 }
