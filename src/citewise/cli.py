@@ -1257,6 +1257,9 @@ def serve(
         # A server writes to its home (uploads, sessions, the model cache) from its first request on: a home it
         # can't create or write to is the operator's mistake to hear about now, not a traceback at start-up.
         prepare_home(settings.home)
+        from citewise.index.knowledge_base import KnowledgeBase
+
+        KnowledgeBase(settings).require_current()  # an index an older Citewise wrote: say what to run, don't serve
         bind_host = host or settings.server.host
         bind_port = port or settings.server.port
         if not settings.api_keys and bind_host not in ("127.0.0.1", "localhost", "::1"):

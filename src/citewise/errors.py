@@ -4,7 +4,8 @@
     ├── ConfigError               the user's configuration or input is wrong; the message says how to fix it
     │   ├── MissingExtraError     an optional integration is not installed; says what to `pip install`
     │   ├── ValidationError       a request value is out of range or malformed (empty query, top_k=0, bad id)
-    │   └── IndexMismatchError    the index was built with another embedding model than the one configured
+    │   ├── IndexMismatchError    the index was built with another embedding model than the one configured
+    │   └── IndexUpgradeNeeded    the index was written by an older Citewise; the message says what to run
     ├── IngestError               a document could not be loaded or chunked (it fails alone; the batch goes on)
     ├── HomeBusyError             another writer holds the home's write lock and this one would not (or no longer)
     │                             wait; try again when it has finished
@@ -48,6 +49,16 @@ class ValidationError(ConfigError):
 
 class IndexMismatchError(ConfigError):
     """The index on disk was built with a different embedding model or dimension."""
+
+
+class IndexUpgradeNeeded(ConfigError):
+    """The index predates something answering needs (its chunks' answer units): one command upgrades it in place."""
+
+    def __init__(self, home: object) -> None:
+        super().__init__(
+            "This index was written by an older Citewise, before answers were read unit by unit: run "
+            f"`citewise doctor --repair --home {home}` once to upgrade it in place (nothing is re-embedded)."
+        )
 
 
 class IngestError(CitewiseError):

@@ -64,7 +64,8 @@ def migrate_home(source: Settings, target: Settings, *, progress: Progress | Non
                 "The target database already holds documents or chunks; migrate into an empty database (a failed "
                 "copy is dropped with DROP DATABASE and created again)."
             )
-        write_manifest(db, manifest.embeddings, manifest.dimension, manifest.updated_at)
+        # The format travels with the chunks: an index from before answer units stays one to upgrade (doctor --repair).
+        write_manifest(db, manifest.embeddings, manifest.dimension, manifest.updated_at, manifest.format)
         records = registry.list()
         PgRegistry(db).upsert(records)
         report.documents = len(records)

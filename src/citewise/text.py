@@ -328,3 +328,103 @@ def is_english(word: str) -> bool:
     use, and turning them into the nearest words the docs do use ("help chat", "loan", "min size") answers another
     question. Quote mode reads such a word capitalised in a question ("Word", "Playground") as a name."""
     return english_count(word) >= (ENGLISH_MIN_COUNT_SHORT if len(word) < ENGLISH_SHORT_CHARS else ENGLISH_MIN_COUNT)
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Answer units: what quote mode may quote, kept per chunk from ingest on
+# ---------------------------------------------------------------------------------------------------------------
+
+# A unit is ((start, end), kind) over a chunk's text. Kinds: a sentence of prose, a whole list item (a short one; a
+# long item is cut into its sentences), a body row of a table (its header lines are context, quoted above it) and a
+# whole fenced code block. Headings, table headers, rules and tag lines are context only: the reader sees them, it
+# never quotes them.
+UNIT_KINDS = ("sentence", "item", "row", "code")
+MAX_ITEM_WORDS = 60
+_TABLE_LINE_RE = re.compile(r"^[ \t]*\|.*\|[ \t]*$")
+_TABLE_RULE_LINE_RE = re.compile(r"^[ \t]*\|?[ \t:]*-{3,}[ \t:]*(?:\|[ \t:]*-{3,}[ \t:]*)*\|?[ \t]*$")
+_ITEM_LINE_RE = re.compile(r"^\s*(?:[-*+•]|\d+[.)])\s+")
+_UNIT_WORD_RE = re.compile(r"\w")
+
+
+def _line_spans(text: str) -> list[tuple[int, int]]:
+    spans, pos = [], 0
+    for line in text.splitlines(keepends=True):
+        spans.append((pos, pos + len(line.rstrip("\r\n"))))
+        pos += len(line)
+    return spans
+
+
+def answer_units(text: str, *, overlap: int = 0) -> tuple[tuple[int, int, str], ...]:
+    """The units of a chunk's text, in reading order: (start, end, kind) with `text[start:end]` the unit. `overlap`:
+    how many leading characters repeat the chunk before (the chunker's overlap, which may start mid-sentence): no unit
+    starts inside them — they are context, and the chunk before quotes them whole."""
+    units: list[tuple[int, int, str]] = []
+    taken: list[tuple[int, int]] = []  # code blocks and table lines: not prose
+    lines = _line_spans(text)
+    i = 0
+    while i < len(lines):
+        start, end = lines[i]
+        line = text[start:end]
+        fence = _FENCE_RE.match(line)
+        if fence and not (fence.group(1)[0] == "`" and "`" in fence.group(2)):
+            marker, j = fence.group(1), i + 1
+            while j < len(lines):
+                closing = _FENCE_RE.match(text[lines[j][0] : lines[j][1]])
+                same = closing and closing.group(1)[0] == marker[0] and len(closing.group(1)) >= len(marker)
+                if same and not closing.group(2).strip():
+                    break
+                j += 1
+            last = lines[min(j, len(lines) - 1)][1]
+            units.append((start, last, "code"))
+            taken.append((start, last))
+            i = j + 1
+            continue
+        if _TABLE_LINE_RE.match(line):
+            j = i
+            while j < len(lines) and _TABLE_LINE_RE.match(text[lines[j][0] : lines[j][1]]):
+                j += 1
+            body = i + 2 if i + 1 < j and _TABLE_RULE_LINE_RE.match(text[lines[i + 1][0] : lines[i + 1][1]]) else i
+            for k in range(body, j):
+                if not _TABLE_RULE_LINE_RE.match(text[lines[k][0] : lines[k][1]]):
+                    units.append((lines[k][0], lines[k][1], "row"))
+            taken.append((start, lines[j - 1][1]))
+            i = j
+            continue
+        i += 1
+    for p_start, p_end in paragraphs(text):
+        if any(a <= p_start < b for a, b in taken):
+            continue
+        line_start = text.rfind("\n", 0, p_start) + 1
+        item = bool(_ITEM_LINE_RE.match(text[line_start:p_end]))
+        if item and len(text[p_start:p_end].split()) <= MAX_ITEM_WORDS:
+            units.append((p_start, p_end, "item"))
+            continue
+        for s_start, s_end in split_sentences(text[p_start:p_end]):
+            units.append((p_start + s_start, p_start + s_end, "sentence"))
+    units = [u for u in units if u[0] >= overlap and _UNIT_WORD_RE.search(text[u[0] : u[1]])]
+    return tuple(sorted(units))
+
+
+MIN_OVERLAP = 16  # shorter, a repeat is a coincidence (a code fence, a word), not the chunker's overlap
+
+
+def leading_overlap(previous: str, text: str, limit: int) -> int:
+    """How many leading characters of `text` repeat the end of `previous` (the chunker's overlap between two chunks
+    of one section), at most `limit`: for units of chunks whose overlap was not recorded (an index written before
+    units were stored)."""
+    for size in range(min(limit, len(previous), len(text)), MIN_OVERLAP - 1, -1):
+        whole_words = (size == len(text) or text[size].isspace()) and (
+            size == len(previous) or previous[-size - 1].isspace()
+        )
+        if whole_words and previous.endswith(text[:size]):
+            return size
+    return 0
+
+
+def chunk_units(text: str, previous: str | None, overlap: int) -> tuple[tuple[int, int, str], ...]:
+    """A chunk's answer units. `previous`: the text of the chunk before it in the same section, whose end its start
+    repeats by up to `overlap` characters (the chunker's overlap, which may begin mid-sentence: no unit starts inside
+    it, the chunk before quotes it whole). Ingest and the upgrade of an older index both call this, so both keep the
+    same units."""
+    skip = leading_overlap(previous, text, overlap) if previous else 0
+    return answer_units(text, overlap=skip)

@@ -14,12 +14,13 @@ validated once where a question comes in, and passed whole; the run records its 
 
 from __future__ import annotations
 
+import json
 import re
 import uuid
 from enum import StrEnum
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_serializer, field_validator
 
 from citewise.errors import ValidationError
 
@@ -168,6 +169,23 @@ class Chunk(_Model):
     modified: str | None = None  # ISO date (front matter date, else file mtime)
     owner: str = PUBLIC_OWNER
     content_hash: str = ""  # sha256 of text: lets a changed file reuse embeddings of unchanged chunks
+    # Its answer units, made at ingest (`citewise.text.answer_units`): (start, end, kind) spans of `text` that quote
+    # mode may quote — sentences, list items, table rows, code blocks. None: an index written before they were kept
+    # (`KnowledgeBase.upgrade`); stored as JSON text.
+    units: tuple[tuple[int, int, str], ...] | None = None
+
+    @field_validator("units", mode="before")
+    @classmethod
+    def _units_from_json(cls, value: Any) -> Any:
+        return json.loads(value) if isinstance(value, str) else value
+
+    @field_serializer("units", when_used="json")
+    def _units_as_lists(self, value: tuple[tuple[int, int, str], ...] | None) -> list | None:
+        return None if value is None else [list(u) for u in value]
+
+    def units_json(self) -> str | None:
+        """How a store keeps the units: compact JSON, or NULL for none recorded."""
+        return None if self.units is None else json.dumps([list(u) for u in self.units], separators=(",", ":"))
 
     @property
     def section(self) -> tuple[str, str]:

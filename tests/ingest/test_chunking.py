@@ -241,3 +241,20 @@ def test_chunking_is_deterministic():
 def test_invalid_sizes_are_rejected(size, overlap):
     with pytest.raises(ValueError):
         chunk_blocks([Block(text="x")], chunk_size=size, chunk_overlap=overlap, max_block_chars=500)
+
+
+# -- answer units ---------------------------------------------------------------------------------------------------
+def test_every_chunk_carries_units_and_none_starts_in_its_overlap():
+    """A chunk's units are kept at ingest: each sentence of a long section is a unit of exactly one chunk (the one it
+    starts in after that chunk's overlap), so quote mode never quotes half a sentence the chunker repeated."""
+    from citewise.ingest.chunking import make_chunks
+    from citewise.settings import IngestSettings
+    from citewise.types import ParsedDocument
+
+    sentences = [f"Sentence {i:03d} tells the reader one more thing about the daemon." for i in range(60)]
+    doc = ParsedDocument(source="a.md", filename="a.md", blocks=[Block(text=" ".join(sentences), headings=("A",))])
+    chunks = make_chunks(doc, IngestSettings(chunk_size=400, chunk_overlap=120), doc_id="d", filename="a.md")
+    assert len(chunks) > 3
+    quoted = [c.text[a:b] for c in chunks for a, b, kind in c.units]
+    assert all(kind == "sentence" for c in chunks for _, _, kind in c.units)
+    assert quoted == sentences  # each whole, once, in order

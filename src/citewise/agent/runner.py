@@ -128,6 +128,7 @@ class Citewise:
             **options,
         )
         self.answerer(request)
+        self.kb.require_current()  # an index an older Citewise wrote is upgraded first (the error says how)
         return request
 
     def _start(self, request: RunRequest) -> tuple[dict[str, Any], dict[str, Any]]:

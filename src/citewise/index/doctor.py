@@ -5,7 +5,9 @@ What it looks for, and what `--repair` does about it (under the home's write loc
 - duplicate chunk rows (one chunk_id stored twice, as two unserialised writers used to leave): one copy is kept;
 - orphan chunks (their doc_id is not in the registry): deleted, since nothing can list or remove them;
 - INDEXED documents whose stored chunk count differs from the registry's, or that have no chunks at all: marked
-  PENDING with the reason, so the next `citewise ingest` of their folder (or the server, for uploads) redoes them.
+  PENDING with the reason, so the next `citewise ingest` of their folder (or the server, for uploads) redoes them;
+- an index written by an older Citewise (its chunks lack their answer units, which quote mode reads): upgraded in
+  place — each chunk's units computed from its stored text, as ingest computes them; nothing is re-embedded.
 
 PENDING documents are not checked: a writer may be between two commits of one of them.
 """
@@ -28,6 +30,7 @@ class ProblemKind(StrEnum):
     ORPHAN_CHUNKS = "orphan_chunks"
     COUNT_MISMATCH = "count_mismatch"
     NO_CHUNKS = "no_chunks"
+    OUTDATED_INDEX = "outdated_index"
 
 
 class Problem(BaseModel):
@@ -69,6 +72,14 @@ def _inspect(kb: KnowledgeBase) -> DoctorReport:
     kb.version  # noqa: B018 - opens the latest commit (another process may have written since)
     rows = kb.store.chunk_rows() if kb.manifest is not None else []
     report.chunk_rows = len(rows)
+    if kb.outdated:
+        report.problems.append(
+            Problem(
+                kind=ProblemKind.OUTDATED_INDEX,
+                doc_id="",
+                detail=f"written by an older Citewise: {kb.store.missing_units()} chunk(s) lack their answer units",
+            )
+        )
     copies = Counter(chunk_id for chunk_id, _ in rows)
     per_doc: dict[str, set[str]] = defaultdict(set)
     doubled: dict[str, list[str]] = defaultdict(list)
@@ -145,3 +156,5 @@ def _repair(kb: KnowledgeBase, report: DoctorReport) -> None:
         )
         for problem in stale:
             problem.fixed = "marked PENDING: the next `citewise ingest` of its folder redoes it"
+    for problem in by_kind[ProblemKind.OUTDATED_INDEX]:
+        problem.fixed = f"upgraded in place: answer units recorded for {kb.upgrade()} chunk(s)"

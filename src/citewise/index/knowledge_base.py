@@ -18,13 +18,14 @@ from pathlib import Path
 
 import numpy as np
 
-from citewise.errors import RetrievalError
+from citewise.errors import IndexUpgradeNeeded, RetrievalError
 from citewise.index.embeddings import Embedder, create_embedder
-from citewise.index.registry import Manifest, Registry, now_iso
+from citewise.index.registry import INDEX_FORMAT, Manifest, Registry, now_iso
 from citewise.index.store import VectorStore, search_text, sentence_spans
 from citewise.index.vocabulary import Vocabulary
 from citewise.index.write_lock import write_lock
 from citewise.settings import Settings
+from citewise.text import chunk_units
 from citewise.types import Chunk
 
 
@@ -147,14 +148,55 @@ class KnowledgeBase:
         if self.manifest is None and self._db is not None:
             from citewise.state.tables import write_manifest
 
-            write_manifest(self._db, self.settings.embeddings, dim, now_iso())  # a no-op when another wrote first
+            # a no-op when another wrote first
+            write_manifest(self._db, self.settings.embeddings, dim, now_iso(), INDEX_FORMAT)
             self._reload_manifest()
         if self.manifest is None:
-            self.manifest = Manifest(embeddings=self.settings.embeddings, dimension=dim, updated_at=now_iso())
+            self.manifest = Manifest(
+                format=INDEX_FORMAT, embeddings=self.settings.embeddings, dimension=dim, updated_at=now_iso()
+            )
             self.manifest.write(self._manifest_path)
             self._manifest_mtime = self._manifest_path.stat().st_mtime_ns
         else:
             self.manifest.check(self.settings.embeddings, dim)
+
+    # -- the index's format ------------------------------------------------------------------------------------
+    @property
+    def outdated(self) -> bool:
+        """Whether the index was written by an older Citewise and must be upgraded before it answers."""
+        self._reload_manifest()
+        if self.manifest is not None and self.manifest.format < INDEX_FORMAT and self._db is not None:
+            from citewise.state.tables import read_manifest
+
+            row = read_manifest(self._db)  # another process may have upgraded it since this one read it
+            self.manifest.format = row["format"] if row else self.manifest.format
+        return self.manifest is not None and self.manifest.format < INDEX_FORMAT
+
+    def require_current(self) -> None:
+        """Raise `IndexUpgradeNeeded` (saying what to run) for an index of an older format: nothing is answered from
+        half-old data."""
+        if self.outdated:
+            raise IndexUpgradeNeeded(self.settings.home)
+
+    def upgrade(self) -> int:
+        """Bring an index of an older format up to INDEX_FORMAT in place, under the write lock: every chunk without
+        answer units gets them, computed from its stored text exactly as ingest computes them (nothing is
+        re-embedded). Returns how many chunks were filled; 0 for a current index."""
+        with self.writing():
+            if not self.outdated:
+                return 0
+            overlap = self.settings.ingest.chunk_overlap
+            filled = self.store.fill_units(lambda chunks: _units_in_order(chunks, overlap))
+            assert self.manifest is not None
+            self.manifest.format = INDEX_FORMAT
+            if self._db is not None:
+                from citewise.state.tables import set_manifest_format
+
+                set_manifest_format(self._db, INDEX_FORMAT)
+            else:
+                self.manifest.write(self._manifest_path)
+                self._manifest_mtime = self._manifest_path.stat().st_mtime_ns
+            return filled
 
     # -- writing -----------------------------------------------------------------------------------------------
     @contextmanager
@@ -236,3 +278,21 @@ class KnowledgeBase:
         if self.manifest is not None:
             self.manifest.check(self.settings.embeddings)
         return True
+
+
+def _units_in_order(chunks: list[Chunk], overlap: int) -> list[tuple[tuple[int, int, str], ...]]:
+    """Each chunk's units, for chunks in document order: a chunk's start may repeat the end of the one before it in
+    the same section (the chunker's overlap)."""
+    out = []
+    previous: Chunk | None = None
+    for chunk in chunks:
+        before = (
+            previous.text
+            if previous is not None
+            and (previous.doc_id, previous.chunk_index + 1, previous.chapter)
+            == (chunk.doc_id, chunk.chunk_index, chunk.chapter)
+            else None
+        )
+        out.append(chunk.units if chunk.units is not None else chunk_units(chunk.text, before, overlap))
+        previous = chunk
+    return out

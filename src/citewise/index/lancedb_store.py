@@ -71,8 +71,10 @@ _META_FIELDS = [
     ("modified", pa.string()),
     ("owner", pa.string()),
     ("content_hash", pa.string()),
+    ("units", pa.string()),  # the chunk's answer units as JSON (`Chunk.units`); null in a table from before them
 ]
 _CHUNK_COLUMNS = [name for name, _ in _META_FIELDS if name != "search_text"]
+UNITS = "units"
 # Each sentence's vector (`store.dense_scores`), float16 row after row; null in a table written before them, until
 # the next ingest re-embeds its chunks.
 SENTENCES = "sentence_vectors"
@@ -340,6 +342,9 @@ class LanceStore:
                     # A table written before sentence vectors: the column is added empty (its rows keep their
                     # cosine alone), and this ingest's chunks fill it.
                     self._table.add_columns(pa.field(SENTENCES, pa.binary()))
+                if UNITS not in self._table.schema.names:
+                    # A table written before answer units: the column is added empty; `fill_units` fills it.
+                    self._table.add_columns(pa.field(UNITS, pa.string()))
             elif dim is not None:
                 self._table = self._db.create_table(TABLE, schema=_schema(dim), exist_ok=True)
         return self._table
@@ -383,7 +388,8 @@ class LanceStore:
     ) -> pa.Table:
         rows = {name: [] for name, _ in _META_FIELDS}
         for chunk in chunks:
-            data = chunk.model_dump(include=set(_CHUNK_COLUMNS))
+            data = chunk.model_dump(include=set(_CHUNK_COLUMNS) - {UNITS})
+            data[UNITS] = chunk.units_json()
             for name in _CHUNK_COLUMNS:
                 rows[name].append(data[name])
             rows["search_text"].append(search_text(chunk))
@@ -575,7 +581,7 @@ class LanceStore:
         if not chunk_ids or self._reads is None:
             return {}
         condition = in_list("chunk_id", chunk_ids) + (f" AND ({where})" if where else "")
-        rows = self._reads.scan(_CHUNK_COLUMNS, condition, len(chunk_ids)).to_pylist()
+        rows = self._reads.scan(self._chunk_columns(), condition, len(chunk_ids)).to_pylist()
         return {row["chunk_id"]: Chunk(**row) for row in rows}
 
     def indexed_texts(self) -> Iterator[tuple[str, str]]:
@@ -590,10 +596,11 @@ class LanceStore:
         copied, never re-made)."""
         if self._reads is None:
             return
-        rows = self._reads.scan([*_CHUNK_COLUMNS, "vector", *self._sentence_column()])
+        columns = self._chunk_columns()
+        rows = self._reads.scan([*columns, "vector", *self._sentence_column()])
         for batch in rows.to_batches(max_chunksize=batch_size):
             part = pa.Table.from_batches([batch])
-            chunks = [Chunk(**row) for row in part.select(_CHUNK_COLUMNS).to_pylist()]
+            chunks = [Chunk(**row) for row in part.select(columns).to_pylist()]
             vectors = _vector_matrix(part)
             yield chunks, vectors, _sentence_matrices(part, vectors.shape[1])
 
@@ -601,5 +608,48 @@ class LanceStore:
         """Every chunk matching `where`, in document order (inspection and tests; not a search)."""
         if self._reads is None:
             return []
-        rows = self._reads.scan(_CHUNK_COLUMNS, where).to_pylist()
+        rows = self._reads.scan(self._chunk_columns(), where).to_pylist()
         return sorted((Chunk(**row) for row in rows), key=lambda c: (c.doc_id, c.chunk_index))
+
+    def _chunk_columns(self) -> list[str]:
+        """The chunk columns this table has (one written before answer units has no `units`)."""
+        present = self._reads.columns() if self._reads is not None else set()
+        return [c for c in _CHUNK_COLUMNS if c != UNITS or c in present]
+
+    def missing_units(self) -> int:
+        """How many chunks have no answer units recorded (a table written before they were kept)."""
+        if self._reads is None:
+            return 0
+        if UNITS not in self._reads.columns():
+            return self._reads.count()
+        return self._reads.scan(["chunk_id"], f"{UNITS} IS NULL").num_rows
+
+    @_retry_conflicts
+    def fill_units(self, units_of: Callable[[list[Chunk]], list[tuple | None]], batch_size: int = 2000) -> int:
+        """Record answer units for every chunk that has none: `units_of` gets every chunk of a document that lacks
+        them, in order (a chunk's units depend on the one before it), and returns each one's units. Rows are
+        rewritten whole, vectors included, in batches; nothing is re-embedded. Returns how many were filled."""
+        if self._reads is None or not self.missing_units():
+            return 0
+        table = self._writable()
+        self._written()
+        missing = self._reads.scan(["doc_id"], f"{UNITS} IS NULL").column("doc_id").to_pylist()
+        doc_ids = sorted(set(missing))
+        filled = 0
+        for start in range(0, len(doc_ids), 200):
+            where = in_list("doc_id", doc_ids[start : start + 200])
+            rows = self._reads.scan(None, where)
+            chunks = [Chunk(**row) for row in rows.select(_CHUNK_COLUMNS).to_pylist()]
+            order = sorted(range(len(chunks)), key=lambda i: (chunks[i].doc_id, chunks[i].chunk_index))
+            units = units_of([chunks[i] for i in order])
+            values: list[str | None] = [None] * len(chunks)
+            for i, value in zip(order, units, strict=True):
+                values[i] = chunks[i].model_copy(update={"units": value}).units_json()
+            column = rows.schema.get_field_index(UNITS)
+            updated = rows.set_column(column, UNITS, pa.array(values, type=pa.string()))
+            for offset in range(0, updated.num_rows, batch_size):
+                part = updated.slice(offset, batch_size)
+                table.merge_insert("chunk_id").when_matched_update_all().execute(part)
+            filled += sum(1 for c in chunks if c.units is None)
+            self._written()
+        return filled

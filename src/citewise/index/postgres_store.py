@@ -23,13 +23,21 @@ lock; the primary key on chunk_id makes a duplicate chunk impossible even for a 
 from __future__ import annotations
 
 import math
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
 
 import numpy as np
 
 from citewise.errors import IndexMismatchError, RetrievalError
-from citewise.index.store import Hit, chunk_counts, dense_scores, pack_sentences, search_text, unpack_sentences
+from citewise.index.store import (
+    Hit,
+    chunk_counts,
+    dense_scores,
+    pack_sentences,
+    search_text,
+    sql_literal,
+    unpack_sentences,
+)
 from citewise.settings import PostgresSettings
 from citewise.state.database import Database
 from citewise.types import Chunk
@@ -48,6 +56,7 @@ _CHUNK_COLUMNS = [
     "modified",
     "owner",
     "content_hash",
+    "units",  # the chunk's answer units as JSON text (`Chunk.units`); NULL in rows from before migration 6
 ]
 _INSERT = (
     f"INSERT INTO chunks ({', '.join(_CHUNK_COLUMNS)}, search_text, embedding, sentence_vectors) "
@@ -153,7 +162,7 @@ class PostgresStore:
             if chunks:
                 rows = [
                     [
-                        *(getattr(c, name) for name in _CHUNK_COLUMNS),
+                        *(getattr(c, name) if name != "units" else c.units_json() for name in _CHUNK_COLUMNS),
                         search_text(c),
                         np.asarray(v, dtype=np.float32),
                         pack_sentences(m),
@@ -310,6 +319,33 @@ class PostgresStore:
         with self._db.transaction() as conn:
             rows = conn.execute(sql + " ORDER BY doc_id, chunk_index").fetchall()
         return [Chunk(**dict(zip(_CHUNK_COLUMNS, row, strict=True))) for row in rows]
+
+    def missing_units(self) -> int:
+        """How many chunks have no answer units recorded (rows written before migration 6)."""
+        with self._db.transaction() as conn:
+            return conn.execute("SELECT count(*) FROM chunks WHERE units IS NULL").fetchone()[0]
+
+    def fill_units(self, units_of: Callable[[list[Chunk]], list[tuple | None]], batch_size: int = 200) -> int:
+        """Record answer units for every chunk that has none (see LanceStore.fill_units), one transaction per batch of
+        documents, each bumping the index version (a reader's caches are keyed by it)."""
+        with self._db.transaction() as conn:
+            doc_ids = [r[0] for r in conn.execute("SELECT DISTINCT doc_id FROM chunks WHERE units IS NULL ORDER BY 1")]
+        filled = 0
+        for start in range(0, len(doc_ids), batch_size):
+            batch = doc_ids[start : start + batch_size]
+            chunks = self.chunks(f"doc_id IN ({', '.join(sql_literal(d) for d in batch)})")
+            units = units_of(chunks)
+            rows = [
+                (c.model_copy(update={"units": u}).units_json(), c.chunk_id)
+                for c, u in zip(chunks, units, strict=True)
+                if c.units is None
+            ]
+            with self._db.transaction() as conn:
+                with conn.cursor() as cursor:
+                    cursor.executemany("UPDATE chunks SET units = %s WHERE chunk_id = %s", rows)
+                conn.execute("UPDATE citewise_index SET version = version + 1")
+            filled += len(rows)
+        return filled
 
     def indexed_texts(self) -> Iterator[tuple[str, str]]:
         with self._db.transaction() as conn, conn.cursor(name="citewise_indexed_texts") as cursor:

@@ -128,6 +128,11 @@ class Registry:
             db.executemany("DELETE FROM documents WHERE doc_id = ?", [(d,) for d in doc_ids])
 
 
+# What the index holds: 1, chunks and vectors; 2, each chunk's answer units too (`Chunk.units`). A reader refuses an
+# index of an older format with what to run (`KnowledgeBase.require_current`); writers upgrade it first.
+INDEX_FORMAT = 2
+
+
 class Manifest(BaseModel):
     format: int = 1
     embeddings: str

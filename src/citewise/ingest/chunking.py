@@ -29,6 +29,7 @@ from itertools import groupby
 
 from citewise.index.store import search_text
 from citewise.settings import IngestSettings
+from citewise.text import chunk_units
 from citewise.types import PUBLIC_OWNER, Block, BlockKind, Chunk, ParsedDocument, make_chunk_id
 
 
@@ -271,14 +272,18 @@ def iter_chunks(
     modified: str | None = None,
     owner: str = PUBLIC_OWNER,
 ) -> Iterator[Chunk]:
-    """The one place chunks are made, one at a time: a 50 MB document is never all chunks in memory."""
+    """The one place chunks are made, one at a time: a 50 MB document is never all chunks in memory. Each carries
+    its answer units (`chunk_units`)."""
     drafts = iter_chunk_drafts(
         doc.blocks,
         chunk_size=ingest.chunk_size,
         chunk_overlap=ingest.chunk_overlap,
         max_block_chars=ingest.max_block_chars,
     )
+    previous: ChunkDraft | None = None
     for index, draft in enumerate(drafts):
+        before = previous.text if previous is not None and previous.headings == draft.headings else None
+        previous = draft
         chunk = Chunk(
             chunk_id=make_chunk_id(doc_id, index),
             doc_id=doc_id,
@@ -292,6 +297,7 @@ def iter_chunks(
             page=draft.page,
             modified=modified,
             owner=owner,
+            units=chunk_units(draft.text, before, ingest.chunk_overlap),
         )
         chunk.content_hash = digest(search_text(chunk))
         yield chunk

@@ -75,10 +75,11 @@ class IngestReport(BaseModel):
     elapsed_s: float = 0.0
     failures: list[IngestFailure] = Field(default_factory=list)
     skipped: list[str] = Field(default_factory=list)  # paths left out on purpose, with the reason
+    upgraded: int = 0  # chunks of an index from an older Citewise given their answer units first
 
     @property
     def changed(self) -> bool:
-        return bool(self.indexed or self.pruned or self.failed or self.commits)
+        return bool(self.indexed or self.pruned or self.failed or self.commits or self.upgraded)
 
 
 @dataclass
@@ -378,6 +379,8 @@ class Ingestor:
 
     def _run(self, jobs: list[_Job]) -> IngestReport:
         report = IngestReport(seen=len(jobs))
+        # An index an older Citewise wrote gets its chunks' answer units first: old and new chunks then read alike.
+        report.upgraded = self.kb.upgrade()
         registry = self.kb.registry
         records = {r.doc_id: r for r in registry.list()}  # one query, not one per file
         # Only documents the registry knows can have stored chunks (vectors to reuse, rows to delete): new ones

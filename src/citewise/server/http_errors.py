@@ -8,6 +8,7 @@ from citewise.errors import (
     ConfigError,
     HomeBusyError,
     IndexMismatchError,
+    IndexUpgradeNeeded,
     IngestError,
     MissingExtraError,
     ProviderError,
@@ -24,6 +25,7 @@ _ERROR_MAP: list[tuple[type[CitewiseError], int, str, str | None]] = [
     (ValidationError, 422, "validation_error", None),
     (MissingExtraError, 503, "missing_extra", None),  # the server's setup is wrong, not the request
     (IndexMismatchError, 503, "index_mismatch", None),
+    (IndexUpgradeNeeded, 503, "index_outdated", None),  # the operator runs one command; the message names it
     (ConfigError, 400, "config_error", None),
     (IngestError, 422, "ingest_error", None),
     (HomeBusyError, 503, "home_busy", None),

@@ -1,6 +1,6 @@
 """The PostgreSQL schema as an ordered list of migrations: `citewise db upgrade` (or the first process to connect,
 with `postgres.auto_upgrade`) applies the ones a database has not seen, each in its own transaction, and records
-it in `citewise_schema`. Never edit a released migration: add the next one (the next table would be number 6;
+it in `citewise_schema`. Never edit a released migration: add the next one (the next would be number 7;
 a new field of `DocumentRecord` is a new column of `documents`, which the registry's tests catch when missing).
 
 The chunks' vector column is created without a dimension: the first write types it to the embedding model's
@@ -259,6 +259,17 @@ CREATE TABLE removed_sources (
 -- the rows already there: they keep their cosine alone until their chunks are embedded again. A nullable column
 -- without a default, so adding it rewrites no row.
 ALTER TABLE chunks ADD COLUMN sentence_vectors bytea;
+""",
+    ),
+    Migration(
+        6,
+        "each chunk's answer units, and the index format",
+        """
+-- index/postgres_store.py: the spans of a chunk's text quote mode may quote (Chunk.units, JSON). NULL for the rows
+-- already there until `citewise doctor --repair` (or the next ingest) records them; the manifest's format says
+-- whether every row has them (2) or the index predates them (1).
+ALTER TABLE chunks ADD COLUMN units text;
+ALTER TABLE citewise_manifest ADD COLUMN format integer NOT NULL DEFAULT 1;
 """,
     ),
 )

@@ -76,17 +76,22 @@ class PgRegistry:
 # -- manifest ----------------------------------------------------------------------------------------------------
 def read_manifest(db: Database) -> dict[str, Any] | None:
     with db.transaction() as conn:
-        row = conn.execute("SELECT embeddings, dimension, updated_at FROM citewise_manifest").fetchone()
-    return None if row is None else {"embeddings": row[0], "dimension": row[1], "updated_at": row[2]}
+        row = conn.execute("SELECT embeddings, dimension, updated_at, format FROM citewise_manifest").fetchone()
+    return None if row is None else {"embeddings": row[0], "dimension": row[1], "updated_at": row[2], "format": row[3]}
 
 
-def write_manifest(db: Database, embeddings: str, dimension: int, updated_at: str) -> None:
+def write_manifest(db: Database, embeddings: str, dimension: int, updated_at: str, format: int) -> None:
     with db.transaction() as conn:
         conn.execute(
-            "INSERT INTO citewise_manifest (embeddings, dimension, updated_at) VALUES (%s, %s, %s) "
+            "INSERT INTO citewise_manifest (embeddings, dimension, updated_at, format) VALUES (%s, %s, %s, %s) "
             "ON CONFLICT (id) DO NOTHING",
-            (embeddings, dimension, updated_at),
+            (embeddings, dimension, updated_at, format),
         )
+
+
+def set_manifest_format(db: Database, format: int) -> None:
+    with db.transaction() as conn:
+        conn.execute("UPDATE citewise_manifest SET format = %s", (format,))
 
 
 # -- vocabulary --------------------------------------------------------------------------------------------------

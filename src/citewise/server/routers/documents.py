@@ -79,11 +79,12 @@ class DeleteResult(BaseModel):
     queued: bool = False  # true with status 202 (deleted is then false until the write runs)
 
 
-# A chunk as the API shows it: every field of `Chunk` but its content hash (an index detail), declared once there.
+# A chunk as the API shows it: every field of `Chunk` but its content hash and answer units (index details),
+# declared once there.
 ChunkOut = create_model(
     "ChunkOut",
     __doc__="One chunk: its text and everything a citation needs.",
-    **{name: (f.annotation, f) for name, f in Chunk.model_fields.items() if name != "content_hash"},
+    **{name: (f.annotation, f) for name, f in Chunk.model_fields.items() if name not in ("content_hash", "units")},
 )
 
 
