@@ -7,7 +7,7 @@ HOME_DIR ?= .citewise
 export HF_HUB_OFFLINE := 1
 export TRANSFORMERS_OFFLINE := 1
 
-.PHONY: install demo test lint format bench chaos cluster clean
+.PHONY: install demo test lint format bench chaos cluster clean train-reader
 
 install: $(STAMP)
 
@@ -34,12 +34,21 @@ test: install
 	$(BIN)/python -m pytest
 
 lint: install
-	$(BIN)/ruff check src tests bench
-	$(BIN)/ruff format --check src tests bench
+	$(BIN)/ruff check src tests bench reader
+	$(BIN)/ruff format --check src tests bench reader
 
 format: install
-	$(BIN)/ruff check --fix src tests bench
-	$(BIN)/ruff format src tests bench
+	$(BIN)/ruff check --fix src tests bench reader
+	$(BIN)/ruff format src tests bench reader
+
+# Quote mode's reader, trained on this machine's CPU from the bundled MiniLM weights (about 2 hours on 2 cores; CI never
+# runs it): the training data (reader/data.py: SQuAD and ClapNQ from ../shared, docs pages from PyPI sdists pinned by
+# hash), the validation data (reader/dev.py: the fitted question sets searched in their homes), then training,
+# the int8 ONNX export and its manifest into src/citewise/quote/model/. See reader/README.md.
+train-reader: install
+	$(BIN)/python -m reader.data
+	$(BIN)/python -m reader.dev build
+	$(BIN)/python -m reader.train
 
 bench: install
 	$(BIN)/python bench/bench_ingest.py
