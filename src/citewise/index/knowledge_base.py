@@ -13,12 +13,12 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from pathlib import Path
 
 import numpy as np
 
-from citewise.errors import IndexUpgradeNeeded, RetrievalError
+from citewise.errors import IndexMismatchError, IndexUpgradeNeeded, RetrievalError
 from citewise.index.embeddings import Embedder, create_embedder
 from citewise.index.registry import INDEX_FORMAT, Manifest, Registry, now_iso
 from citewise.index.store import VectorStore, search_text, sentence_spans
@@ -164,7 +164,9 @@ class KnowledgeBase:
     @property
     def outdated(self) -> bool:
         """Whether the index was written by an older Citewise and must be upgraded before it answers."""
-        self._reload_manifest()
+        # another embedding model is not a format question: the search reports it, where it always has
+        with suppress(IndexMismatchError):
+            self._reload_manifest()
         if self.manifest is not None and self.manifest.format < INDEX_FORMAT and self._db is not None:
             from citewise.state.tables import read_manifest
 
