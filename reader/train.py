@@ -273,7 +273,7 @@ def sha256(path: Path) -> str:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seed", type=int, default=32)
-    parser.add_argument("--steps", type=int, default=3000, help="optimizer steps (fixed: no wall-clock budget)")
+    parser.add_argument("--steps", type=int, default=2000, help="optimizer steps (fixed: no wall-clock budget)")
     parser.add_argument("--batch", type=int, default=16)
     parser.add_argument("--lr", type=float, default=5e-5)
     parser.add_argument("--head-lr", type=float, default=5e-4)
@@ -391,7 +391,8 @@ def main() -> None:
         "head_lr": args.head_lr,
         "freeze_layers": args.freeze_layers,
         "max_tokens": args.max_tokens,
-        "int8": "MatMul weights" + ("" if args.float_embeddings else " and the word embeddings (Gather)")
+        "int8": "MatMul weights"
+        + ("" if args.float_embeddings else " and the word embeddings (Gather)")
         + " quantized dynamically, per channel, 7-bit (onnxruntime.quantization.quantize_dynamic)",
         "examples": len(items),
         "examples_seen": args.steps * args.batch,
