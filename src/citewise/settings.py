@@ -219,6 +219,9 @@ def _fitted(key: str, default: Any = None) -> Any:
     return fitted[key] if default is None else fitted.get(key, default)
 
 
+QUOTE_RULES = ("lead_in", "announced", "antecedent", "qualifier", "anchors")
+
+
 class QuoteSettings(BaseModel):
     """Quote mode (no model): how much it quotes and the fitted model that decides between answering and refusing."""
 
@@ -237,28 +240,65 @@ class QuoteSettings(BaseModel):
     weights: dict[str, float] = Field(
         default_factory=lambda: dict(_fitted("weights")),
         description=(
-            "Weights of the answer-or-refuse model's signals (fitted by bench/fit_quote_decision.py; see "
-            "docs/answers.md#how-quote-mode-decides)."
+            "Weights of the answer-or-refuse model over the reader's evidence (fitted by bench/fit_quote_decision.py; "
+            "see docs/answers.md#how-quote-mode-decides)."
         ),
     )
     intercept: float = Field(default_factory=lambda: float(_fitted("intercept")), description="The model's intercept.")
-    ranker_weights: dict[str, float] = Field(
-        default_factory=lambda: dict(_fitted("ranker", {}).get("weights", {})),
-        description=(
-            "Weights of the sentence ranker's features (fitted by bench/fit_quote_ranker.py; see "
-            "docs/answers.md#how-quote-mode-decides); empty: rank by the hand-weighed relevance alone."
-        ),
-    )
-    ranker_intercept: float = Field(
-        default_factory=lambda: float(_fitted("ranker", {}).get("intercept", 0.0)),
-        description="The sentence ranker's intercept.",
-    )
     threshold: float = Field(
         default_factory=lambda: float(_fitted("threshold")),
         ge=0.0,
         le=1.0,
         description="Answer when the model's probability that the evidence answers the question reaches this.",
     )
+    ranker_weights: dict[str, float] = Field(
+        default_factory=lambda: dict(_fitted("ranker", {}).get("weights", {})),
+        description=(
+            "Weights of the unit ranker, which combines the reader's score with where the unit's passage ranked and "
+            "how much of the question it holds (fitted by bench/fit_quote_ranker.py); empty: the reader's score alone."
+        ),
+    )
+    ranker_intercept: float = Field(
+        default_factory=lambda: float(_fitted("ranker", {}).get("intercept", 0.0)),
+        description="The unit ranker's intercept.",
+    )
+    relative_cut: float = Field(
+        default_factory=lambda: float(_fitted("relative_cut")),
+        ge=0.0,
+        description=(
+            "Quote, besides the best unit, the units the reader scores within this many log-odds of it (up to "
+            "max_sentences)."
+        ),
+    )
+    min_unit_score: float = Field(
+        default_factory=lambda: float(_fitted("min_unit_score")),
+        description="A unit besides the best one is quoted only when the reader's log-odds that it answers reach this.",
+    )
+    rules: tuple[str, ...] = Field(
+        ("lead_in", "announced", "antecedent", "qualifier", "anchors"),
+        description=(
+            "The composition rules and the guard quote mode applies beside the reader (docs/answers.md): a unit's "
+            "lead-in, what a sentence announces, the sentence a pointing-back one needs, a qualifying next "
+            "sentence, and the anchor guard. Each is measured in BENCHMARKS.md; leaving one out is for measuring."
+        ),
+    )
+
+    @field_validator("weights")
+    @classmethod
+    def _known_features(cls, value: dict[str, float]) -> dict[str, float]:
+        known = set(_fitted("features"))
+        unknown = sorted(set(value) - known)
+        if unknown:
+            raise ValueError(f"unknown decision features {unknown}; the model reads {sorted(known)}")
+        return value
+
+    @field_validator("rules")
+    @classmethod
+    def _known_rules(cls, value: tuple[str, ...]) -> tuple[str, ...]:
+        unknown = sorted(set(value) - set(QUOTE_RULES))
+        if unknown:
+            raise ValueError(f"unknown quote rules {unknown}; choose from {list(QUOTE_RULES)}")
+        return value
 
 
 class ServerSettings(BaseModel):

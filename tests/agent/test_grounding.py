@@ -111,6 +111,18 @@ def test_verbatim_sentences_get_spans_and_become_the_snippet():
     assert [QUEUES.text[s:e] for s, e in second.quote_spans] == ["Queues are created explicitly."]
 
 
+def test_spans_the_answerer_gives_are_used_as_they_are_under_the_new_numbers():
+    """Quote mode says what it quoted: grounding does not look for it again, it only renumbers."""
+    start = QUEUES.text.index("Run `orbitron")
+    answer = "Run it like this. [5]\n\nSee the daemon. [2]"
+    spans = {5: [(start, len(QUEUES.text))], 2: [(0, 33)]}
+    text, (first, second) = ground(answer, {2: INSTALL, 5: QUEUES}, spans=spans)
+    assert text == "Run it like this. [1]\n\nSee the daemon. [2]"
+    assert first.chunk_id == QUEUES.chunk_id and first.quote_spans == [(start, len(QUEUES.text))]
+    assert first.snippet == QUEUES.text[start:]
+    assert second.chunk_id == INSTALL.chunk_id and second.quote_spans == [(0, 33)]
+
+
 def test_paraphrase_gets_no_span():
     _, [citation] = ground("Orbitron's daemon uses port 7433 unless you change it [1].", {1: INSTALL})
     assert citation.quote_spans == []

@@ -547,23 +547,21 @@ def test_admins_get_an_analytics_page(browser, analytics_server, screenshot):
 
 def test_a_quoted_table_row_keeps_its_citation_out_of_the_table(browser, server):
     """Quote mode quotes a table row under its header; the marker after it is no extra row of the table."""
-    from citewise.quote import Part, analyse, answer
-    from citewise.settings import QuoteSettings
-    from citewise.types import ScoredChunk, make_chunk_id, make_doc_id
+    from citewise.quote.compose import Chosen, Passage, render
+    from citewise.text import answer_units
+    from citewise.types import AnswerStyle, ScoredChunk, make_chunk_id, make_doc_id
 
     doc_id = make_doc_id("networks.md")
-    passage = ScoredChunk(
-        chunk_id=make_chunk_id(doc_id, 0),
-        doc_id=doc_id,
-        chunk_index=0,
-        text="## Networks\n\nTwo networks.\n\nNetwork\n\nMainnet\n\nTestnet\n\nNetwork ID\n\n7433\n\n74330\n\n"
-        "RPC\n\n<https://a.example>\n\n<https://b.example>\n",
-        filename="networks.md",
-        score=0.3,
-        dense_score=0.7,
+    table = (
+        "## Networks\n\nTwo networks.\n\n| Network | Network ID | RPC |\n| --- | --- | --- |\n"
+        "| Mainnet | 7433 | <https://a.example> |\n| Testnet | 74330 | <https://b.example> |\n"
     )
-    question = "What is the mainnet network ID?"
-    text = answer([Part(analyse(question), [(1, passage)])], QuoteSettings(threshold=0.0)).text
+    chunk = ScoredChunk(
+        chunk_id=make_chunk_id(doc_id, 0), doc_id=doc_id, chunk_index=0, text=table, filename="networks.md",
+        score=0.3, units=answer_units(table),
+    )  # fmt: skip
+    row = next(i for i, (a, b, kind) in enumerate(chunk.units) if kind == "row" and "Mainnet" in table[a:b])
+    text, _, _ = render([Chosen(0, row, "answer")], [Passage(1, chunk)], style=AnswerStyle.DEFAULT, left_out={})
     page = open_page(browser, server)
     rendered = page.evaluate(
         """async (text) => {

@@ -249,11 +249,15 @@ def _snippet(text: str) -> str:
 # ---------------------------------------------------------------------------------------------------------------
 
 
-def ground(text: str, sources: Mapping[int, ScoredChunk]) -> tuple[str, list[Citation]]:
+def ground(
+    text: str, sources: Mapping[int, ScoredChunk], *, spans: Mapping[int, list[tuple[int, int]]] | None = None
+) -> tuple[str, list[Citation]]:
     """Final answer text and its citations.
 
     Markers pointing at no source are removed (a hallucinated `[7]` never reaches the user); the rest are
-    renumbered 1..k by first appearance, and repeats side by side (`[2][2]`) collapse to one.
+    renumbered 1..k by first appearance, and repeats side by side (`[2][2]`) collapse to one. `spans`: what the
+    answer quotes from each source (by its number before renumbering), when the answerer says so (quote mode): used
+    as they are; otherwise they are found in the source's text.
     """
     text = strip_rag_metadata(text)
     renumber: dict[int, int] = {}
@@ -281,8 +285,12 @@ def ground(text: str, sources: Mapping[int, ScoredChunk]) -> tuple[str, list[Cit
     citations: list[Citation] = []
     for old, new in renumber.items():
         chunk = sources[old]
-        own = [claim for n, claim in claims if n == new]
-        spans, sentence = _quote_spans(chunk.text, final, own)
+        given = sorted(set((spans or {}).get(old) or []))
+        if given:
+            quoted, sentence = given, chunk.text[given[0][0] : given[0][1]]
+        else:
+            own = [claim for n, claim in claims if n == new]
+            quoted, sentence = _quote_spans(chunk.text, final, own)
         citations.append(
             Citation(
                 n=new,
@@ -295,7 +303,7 @@ def ground(text: str, sources: Mapping[int, ScoredChunk]) -> tuple[str, list[Cit
                 chapter=chunk.chapter,
                 snippet=_snippet(sentence) if sentence else _snippet(chunk.text),
                 score=chunk.score,
-                quote_spans=spans,
+                quote_spans=quoted,
             )
         )
     return final, citations

@@ -198,7 +198,11 @@ class AgentNodes:
     # -- llm ---------------------------------------------------------------------------------------------------------
     async def llm(self, state: AgentState, config: RunnableConfig) -> dict[str, Any]:
         if _quote(state):
-            return self.quote.turn(state)
+            ctx = self.tool_context(state, Ledger.from_state(state))
+            update = await self.quote.turn(state, ctx)
+            if ctx.failure:
+                return self._retrieval_failed(state, update, ctx.failure, node="llm")
+            return update
         return await self._agent_turn(state, config)
 
     @staticmethod
@@ -432,15 +436,16 @@ class AgentNodes:
         """The lookup budget is spent and the model did not write the answer (empty replies, or the turns ran out):
         MAX_TOOL_CALLS_REACHED promises an answer from what was found, so compose it from the gathered passages —
         verbatim and cited, or the refusal — as the forced synthesis does after failed validations."""
-        result, _ = self.quote.compose(state)
+        result = self.quote.synthesize(state)
         text = refusal_text(state.get("constraints") or {}) if result.refused else result.text
         event = trace_event(TraceKind.FORCED_SYNTHESIS, "llm", used=list(result.used), refused=result.refused, why=why)
-        return {"trace": [*trace, event], "draft": text, "synthesized": True}
+        quotes = [[n, a, b] for n, a, b in result.quotes]
+        return {"trace": [*trace, event], "draft": text, "synthesized": True, "quotes": quotes}
 
     def _forced_synthesis(self, state: AgentState, errors: list[str], trace: list[dict[str, Any]]) -> dict[str, Any]:
         """The model could not produce an answer that passes validation: answer with verbatim sentences from what
         was gathered instead (grounded by construction), and say what was missing."""
-        result, _ = self.quote.compose(state)
+        result = self.quote.synthesize(state)
         text = refusal_text(state.get("constraints") or {}) if result.refused else result.text
         insufficiencies = list(state.get("insufficiencies") or []) + [
             e for e in errors if e not in (state.get("insufficiencies") or [])
@@ -448,12 +453,22 @@ class AgentNodes:
         trace.append(
             trace_event(TraceKind.FORCED_SYNTHESIS, "validate", used=list(result.used), refused=result.refused)
         )
-        return {"trace": trace, "draft": text, "insufficiencies": insufficiencies, "synthesized": True}
+        quotes = [[n, a, b] for n, a, b in result.quotes]
+        return {
+            "trace": trace,
+            "draft": text,
+            "insufficiencies": insufficiencies,
+            "synthesized": True,
+            "quotes": quotes,
+        }
 
     # -- ground ------------------------------------------------------------------------------------------------------
     async def ground(self, state: AgentState, config: RunnableConfig) -> dict[str, Any]:
         numbered = {i + 1: c for i, c in enumerate(state.get("sources") or [])}
-        text, citations = ground_text(state.get("draft") or "", numbered)
+        spans: dict[int, list[tuple[int, int]]] = {}
+        for n, start, end in state.get("quotes") or []:  # quote mode says what it quoted: nothing to find again
+            spans.setdefault(n, []).append((start, end))
+        text, citations = ground_text(state.get("draft") or "", numbered, spans=spans)
         trace = list(state.get("trace") or [])
         refusal_reason = None
         if is_refusal(text) and not citations:

@@ -61,8 +61,8 @@ class AgentState(TypedDict, total=False):
     regenerated: bool  # the one re-invocation after an empty reply was used
     draft: str | None  # the answer text waiting for validation
     synthesized: bool  # the draft is the forced synthesis after failed validations
-    search_results: dict[str, list[str]]  # query → chunk ids its search found, best first
-    search_profiles: dict[str, dict[str, Any]]  # query → the search's RankingProfile (quote mode weighs against it)
+    found: list[list[str]]  # each search's chunk ids, best first, in the order of `queries` (failed ones: none)
+    quotes: list[list[int]]  # quote mode: what the answer quotes, [citation number, start, end] (grounding's spans)
     corrections: dict[str, str]  # misspelled question word → the index word searched instead
     quote_refusal: str | None  # quote mode: stable code of why it refused
     refusal_detail: str | None  # quote mode: why it refused, in plain words

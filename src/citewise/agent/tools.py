@@ -105,11 +105,6 @@ class OpenCitationArgs(BaseModel):
 ARG_SCHEMAS: dict[str, type[BaseModel]] = {SEARCH_DOCS: SearchDocsArgs, OPEN_CITATION: OpenCitationArgs}
 
 
-def result_key(query: str, filename: str | None = None) -> str:
-    """Where a search's results are kept in the run's state: by query, and by file when it searched only one."""
-    return f"{query} [in {filename}]" if filename else query
-
-
 def call_key(name: str, args: dict[str, Any]) -> str:
     """Identity of a tool call: the same tool with the same (validated) arguments is the same call."""
     return name + ":" + json.dumps(args, sort_keys=True, ensure_ascii=False)
@@ -130,8 +125,7 @@ class Ledger:
     queries: list[str] = field(default_factory=list)
     empty_retrieval: bool = True
     trace: list[dict[str, Any]] = field(default_factory=list)
-    results: dict[str, list[str]] = field(default_factory=dict)  # query → the chunk ids it found, best first
-    profiles: dict[str, dict[str, Any]] = field(default_factory=dict)  # query → its RankingProfile
+    found: list[list[str]] = field(default_factory=list)  # each search's chunk ids, best first (as `queries`)
     corrections: dict[str, str] = field(default_factory=dict)  # misspelled word → the index word searched
 
     @classmethod
@@ -143,8 +137,7 @@ class Ledger:
             queries=list(state.get("queries") or []),
             empty_retrieval=state.get("empty_retrieval", True),
             trace=list(state.get("trace") or []),
-            results=dict(state.get("search_results") or {}),
-            profiles=dict(state.get("search_profiles") or {}),
+            found=[list(ids) for ids in state.get("found") or []],
             corrections=dict(state.get("corrections") or {}),
         )
 
@@ -156,8 +149,7 @@ class Ledger:
             "queries": self.queries,
             "empty_retrieval": self.empty_retrieval,
             "trace": self.trace,
-            "search_results": self.results,
-            "search_profiles": self.profiles,
+            "found": self.found,
             "corrections": self.corrections,
         }
 
@@ -277,6 +269,7 @@ async def run_search(ctx: ToolContext, args: SearchDocsArgs, *, node: str) -> tu
     attempts = 0
     ctx.ledger.searches += 1
     ctx.ledger.queries.append(args.query)
+    ctx.ledger.found.append([])  # filled when the search succeeds
     try:
         async for try_ in AsyncRetrying(
             stop=stop_after_attempt(ctx.tool_retries + 1),
@@ -298,8 +291,7 @@ async def run_search(ctx: ToolContext, args: SearchDocsArgs, *, node: str) -> tu
         ctx.failure = exc.kind
         return f"DOCUMENTATION_SEARCH_ERROR: {exc.kind}: the documentation index could not be searched.", []
 
-    ctx.ledger.results[result_key(args.query, args.filename)] = [c.chunk_id for c in result.chunks]
-    ctx.ledger.profiles[result_key(args.query, args.filename)] = result.profile.model_dump()
+    ctx.ledger.found[-1] = [c.chunk_id for c in result.chunks]
     ctx.ledger.corrections.update(result.corrections)
     if result.corrections:
         ctx.ledger.trace.append(trace_event(TraceKind.SPELLING, node, query=args.query, corrections=result.corrections))

@@ -1,82 +1,95 @@
-"""Quote mode: answers made only of verbatim, cited sentences of the retrieved passages — no language model.
+"""Quote mode: answers made only of verbatim, cited units of the retrieved passages, chosen by a reader model trained
+here (`reader.py`) — no language model writes anything.
 
-It is an answerer in its own right (the default one): `answer()` takes the question's parts, each with the
-passages its own search found, and returns one `QuoteAnswer` — the quoted sentences of every part the docs answer,
-the parts they don't (reported, not guessed), or the refusal with the reason in plain words.
+It is an answerer in its own right (the default one), behind one contract, like a model behind a chat API:
 
-    question.py   what the question asks for: kind, subject, anchors, parts
-    sentences.py  the candidate quotes of the passages
-    compose.py    choose the sentences that answer the question's kind; gather the evidence's signals
-    decide.py     answer or refuse: the anchor rule and the fitted logistic model
+    QuoteAnswerer(settings).answer([Part(question, passages), ...]) -> QuoteAnswer
 
-Deterministic by construction: the same question over the same passages gives the same text.
+It gets each part of the question with the passages that part's search found (their text, heading path and the
+answer units ingest stored) and returns a typed answer: the text, and the spans it quotes (citation number, start,
+end), which grounding turns into citations as they are — or the refusal, with the reason in plain words. It reads
+nothing else: no agent state, no search of its own.
+
+    question.py  a question's focus, anchors and parts
+    reader.py    the reader model (ONNX): every unit's log-odds that it answers
+    compose.py   the best unit with what it needs to stand; the text
+    decide.py    answer or refuse: a fitted logistic model over the reader's evidence, and the anchor guard
+
+Deterministic: the same question over the same passages, with the same model, gives the same text.
 """
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from citewise.quote.compose import Composed, CorpusStats, Profile, Ranker, compose, with_definition
-from citewise.quote.decide import FEATURES, Signals, Verdict, decide
-from citewise.quote.question import Question, QuestionKind, analyse, question_focus, split_parts
-from citewise.quote.sentences import candidates, is_asking
+from citewise.quote.compose import (
+    RULES,
+    UNIT_FEATURES,
+    Candidate,
+    Chosen,
+    Passage,
+    Ranker,
+    candidates,
+    choose,
+    order,
+    render,
+)
+from citewise.quote.decide import FEATURES, CorpusStats, decide, features, missing_anchors
+from citewise.quote.question import Question, analyse, question_focus, split_parts
+from citewise.quote.reader import Reader, heading_line
 from citewise.settings import QuoteSettings
-from citewise.types import REFUSAL_TEXT, AnswerStyle, ScoredChunk
+from citewise.types import REFUSAL_TEXT, AnswerStyle
 
 __all__ = [
     "FEATURES",
+    "RULES",
+    "UNIT_FEATURES",
     "CorpusStats",
     "Part",
     "PartResult",
-    "Profile",
+    "Passage",
     "Question",
-    "QuestionKind",
     "QuoteAnswer",
-    "Signals",
+    "QuoteAnswerer",
     "analyse",
-    "answer",
     "question_focus",
-    "readable",
+    "shared_reader",
     "split_parts",
 ]
 
+_READER: Reader | None = None
+_READER_LOCK = threading.Lock()
 
-def readable(chunks: Sequence[tuple[int, ScoredChunk]], limit: int) -> list[tuple[int, ScoredChunk]]:
-    """The first `limit` of a search's passages ((citation number, chunk), best first) that hold anything to quote.
-    A passage of page furniture alone — a scraped page's "Copy" button and breadcrumbs above its first heading, a
-    heading over a button label — matches a question by its title and headings, yet offers no sentence: it gives way
-    to the next passage (quote mode searches deeper than it reads, `QuotePolicy.search_depth`)."""
-    out: list[tuple[int, ScoredChunk]] = []
-    for pair in chunks:
-        if len(out) == limit:
-            break
-        if any(s.code or not is_asking(s.text) for s in candidates([pair], code=True)):  # as `compose.score` sees
-            out.append(pair)
-    return out
+
+def shared_reader() -> Reader:
+    """The shipped reader, one per process (its ONNX session is read-only and thread-safe)."""
+    global _READER
+    with _READER_LOCK:
+        if _READER is None:
+            _READER = Reader()
+        return _READER
 
 
 @dataclass(frozen=True)
 class Part:
-    """One question to answer and the passages its search found ((citation number, chunk), best first)."""
+    """One question to answer and the passages its search found, best first."""
 
-    question: Question
-    chunks: Sequence[tuple[int, ScoredChunk]]
-    profile: Profile | None = None
+    question: str
+    passages: Sequence[Passage]
 
 
 @dataclass
 class PartResult:
     question: str
-    kind: str
     refused: bool
     reason: str | None
     probability: float | None
-    signals: dict[str, float] | None
+    features: dict[str, float] | None
     missing_anchors: list[str] = field(default_factory=list)
-    missing_value: str = ""  # "duration" or "number" the question asks for and no quote states
-    pointers: list[str] = field(default_factory=list)  # files its only quotes point to: worth searching in
-    read: list[str] = field(default_factory=list)  # chunk ids of the passages it was composed from (`readable`)
+    read: list[str] = field(default_factory=list)  # chunk ids of the passages it read
+    best: str = ""  # the text of the unit ranked best (the trace shows it, answered or not)
 
 
 @dataclass
@@ -86,6 +99,7 @@ class QuoteAnswer:
     refused: bool = False
     reason: str | None = None  # plain words, when refused
     parts: list[PartResult] = field(default_factory=list)
+    quotes: list[tuple[int, int, int]] = field(default_factory=list)  # (citation number, start, end) it quotes
 
     @property
     def missing_parts(self) -> list[str]:
@@ -94,63 +108,111 @@ class QuoteAnswer:
         return [p.question for p in self.parts if p.refused] if answered else []
 
 
-def answer(
-    parts: Sequence[Part],
-    settings: QuoteSettings,
-    *,
-    style: AnswerStyle | str = AnswerStyle.DEFAULT,
-    corpus: CorpusStats | None = None,
-    max_sentences: int | None = None,
-) -> QuoteAnswer:
-    """Quote an answer to each part, or refuse it; the answer holds every answered part, in order."""
+def holding_anchors(question: Question, passages: Sequence[Passage], corpus: CorpusStats | None) -> list[Passage]:
+    """Only the passages that hold every anchor of the question, when any does: a question about enclosure 417 is
+    not answered from the passages about enclosures 234 and 186, however similar. When none does, all of them (the
+    anchor guard then refuses)."""
+    if not question.anchors:
+        return list(passages)
+    holding = [p for p in passages if not missing_anchors(question, [p], corpus)]
+    return holding or list(passages)
 
-    def decider(signals: Signals) -> Verdict:
-        return decide(signals, settings.weights, settings.intercept, settings.threshold)
 
-    ranker = Ranker(dict(settings.ranker_weights), settings.ranker_intercept) if settings.ranker_weights else None
-    limit = max_sentences or settings.max_sentences
-    per_part = max(2, limit // len(parts)) if len(parts) > 1 else limit
-    results: list[tuple[Part, Composed, list[str]]] = []  # with the chunk ids of the passages it read
-    quoted: list[tuple[str, int, int]] = []  # what the parts before quoted: a later part doesn't repeat it
-    composed_last: list[tuple[str, int, int]] = []  # the last quote of the text so far
-    for part in parts:
-        passages = with_definition(readable(part.chunks, settings.passages), part.chunks, part.question)
-        composed = compose(
-            part.question,
-            passages,
-            decider=decider,
-            max_sentences=per_part,
-            style=style,
-            corpus=corpus,
-            profile=part.profile,
-            ranker=ranker,
-            already=quoted,
-            follows=composed_last,
+def readable(passages: Sequence[Passage], limit: int) -> list[Passage]:
+    """The first `limit` passages that hold anything to quote (a passage of page furniture alone — a scraped page's
+    breadcrumbs above its first heading — has no unit and gives way to the next)."""
+    return [p for p in passages if p.units][:limit]
+
+
+class QuoteAnswerer:
+    """Quote mode's answerer: the reader scores, the decision decides, the composer quotes."""
+
+    def __init__(self, settings: QuoteSettings, reader: Reader | None = None) -> None:
+        self.settings = settings
+        self.reader = reader or shared_reader()
+
+    def score(self, question: Question, passages: Sequence[Passage]) -> list[Candidate]:
+        """Every unit of the passages, scored by the reader and ranked with the evidence beside it, best first."""
+        scores = self.reader.score(
+            question.focus,
+            [(heading_line(p.chunk.title, p.chunk.chapter), p.chunk.text, p.units) for p in passages],
         )
-        quoted += composed.quoted
-        composed_last = composed.quoted[-1:] if composed.text else composed_last
-        results.append((part, composed, [c.chunk_id for _, c in passages]))
-    reports = [
-        PartResult(
-            question=part.question.text,
-            kind=str(part.question.kind),
-            refused=c.refused,
-            reason=c.reason,
-            probability=c.probability,
-            signals=c.signals.as_features() if c.signals else None,
-            missing_anchors=list(c.signals.missing_anchors) if c.signals else [],
-            missing_value=c.signals.missing_value if c.signals else "",
-            pointers=c.pointers,
-            read=read,
+        ranker = Ranker(dict(self.settings.ranker_weights), self.settings.ranker_intercept)
+        return candidates(
+            passages, [s.units for s in scores], terms=question.terms, anchors=question.anchors, ranker=ranker
         )
-        for part, c, read in results
-    ]
-    answered = [c for _, c, _ in results if not c.refused]
-    if not answered:
-        reason = (
-            results[0][1].reason if len(results) == 1 else "The documentation answers none of the question's parts."
-        )
-        return QuoteAnswer(REFUSAL_TEXT, [], True, reason, reports)
-    text = "\n\n".join(c.text for c in answered if c.text)
-    used = list(dict.fromkeys(n for c in answered for n in c.used))
-    return QuoteAnswer(text, used, False, None, reports)
+
+    def answer(
+        self,
+        parts: Sequence[Part],
+        *,
+        style: AnswerStyle | str = AnswerStyle.DEFAULT,
+        corpus: CorpusStats | None = None,
+    ) -> QuoteAnswer:
+        """Quote an answer to each part, or refuse it; the answer holds every answered part, in order."""
+        settings = self.settings
+        style = AnswerStyle(style)
+        rules = frozenset(settings.rules)
+        limit = settings.max_sentences
+        per_part = max(2, limit // len(parts)) if len(parts) > 1 else limit
+        reports: list[PartResult] = []
+        texts: list[str] = []
+        used: list[int] = []
+        quotes: list[tuple[int, int, int]] = []
+        quoted: set[tuple[int, int, int]] = set()  # (citation number, start, end) an earlier part quoted
+        for part in parts:
+            question = analyse(part.question)
+            passages = readable(part.passages, settings.passages)
+            if "anchors" in rules:
+                passages = holding_anchors(question, passages, corpus)
+            ranked = self.score(question, passages) if passages else []
+            missing = missing_anchors(question, passages, corpus) if "anchors" in rules else ()
+            values = features(question, ranked, passages, corpus)
+            verdict = decide(values, missing, settings.weights, settings.intercept, settings.threshold)
+            best = ranked[0] if ranked else None
+            report = PartResult(
+                question=part.question,
+                refused=not verdict.answer or not passages,
+                reason=verdict.reason if passages else "No passages were found for the question.",
+                probability=verdict.probability,
+                features=values,
+                missing_anchors=list(verdict.missing_anchors),
+                read=[p.chunk.chunk_id for p in passages],
+                best=passages[best.slot].chunk.text[best.start : best.end] if best else "",
+            )
+            reports.append(report)
+            if report.refused:
+                continue
+            skip = frozenset(
+                (slot, i)
+                for slot, p in enumerate(passages)
+                for i, u in enumerate(p.units)
+                if (p.n, u[0], u[1]) in quoted
+            )
+            chosen, left_out = choose(
+                ranked,
+                passages,
+                max_units=per_part,
+                relative_cut=settings.relative_cut,
+                min_score=settings.min_unit_score,
+                rules=rules,
+                skip=skip,
+            )
+            topic = heading_line("", passages[best.slot].chunk.chapter).split(" > ")[-1] if best else ""
+            taken = {(c.slot, c.index) for c in chosen} | skip
+            why = next((Chosen(c.slot, c.index, "why") for c in ranked if c.key not in taken), None)
+            text, part_used, part_quotes = render(
+                order(chosen, ranked), passages, style=style, left_out=left_out, topic=topic, why=why
+            )
+            if text:
+                texts.append(text)
+            used += [n for n in part_used if n not in used]
+            quotes += part_quotes
+            quoted |= set(part_quotes)
+        answered = [r for r in reports if not r.refused]
+        if not answered:
+            reason = (
+                reports[0].reason if len(reports) == 1 else "The documentation answers none of the question's parts."
+            )
+            return QuoteAnswer(REFUSAL_TEXT, [], True, reason, reports)
+        return QuoteAnswer("\n\n".join(texts), used, False, None, reports, quotes)

@@ -1,85 +1,47 @@
-"""Answer or refuse: a small logistic model over signals that transfer across corpora, plus the anchor rule.
+"""Answer or refuse: a logistic model over the reader's scores, calibrated on fitted question sets, and one guard.
 
-No single similarity decides. Absolute cosines of a small embedding model don't carry from one corpus or question
-style to another (documentation questions about a CLI score 0.35-0.5 on the right passage; Wikipedia questions
-0.6-0.8 on a near miss), and topical similarity can't tell "about the same thing" from "answers it". So quote mode
-combines:
+The reader says, unit by unit, how likely the unit answers the question rather than nothing in its passage does. The
+decision reads that evidence across every passage read (`features`):
 
-- how much of the question the chosen evidence covers (its sentences, and with its section headings), weighted by
-  how rare each word is in the whole corpus — the words a question hinges on weigh the most;
-- how much of the question the corpus has never seen (a word in no chunk at all: the docs don't cover it);
-- how far the best passage stands out from the rest of the corpus (cosine margin and z-score against the
-  question's other candidates, not the cosine itself), and whether the vector and the full-text ranking agree;
-- whether the chosen sentences hold what the question's kind asks for (a value for "how many", a definition for
-  "what is X", a command or steps for "how do I"), and how sure the sentence ranker is that its best candidate
-  holds the answer;
+- best: the best unit's log-odds; margin: how far it stands above the next best unit;
+- agree: the share of passages whose own best unit says "answers" (log-odds above 0);
+- lead: whether the best unit is in the best search result;
+- covered: the share of the question's content words the best unit, with its heading path, holds;
+- unknown: the share of the question's content words no chunk of the whole corpus holds (the docs never mention it);
 
-in a logistic model (`QuoteDecision`, fitted by bench/fit_quote_decision.py on several distributions and judged on
-others), and refuses whatever the score when an anchor of the question — an identifier, number, quoted string or
-name it hinges on — is missing from the evidence (`missing_anchors`), or when the question asks how long, how often
-or how many and no quoted sentence states a time, an interval or a number (`missing_value`).
+in a logistic model (`QuoteSettings.weights`, fitted by bench/fit_quote_decision.py on fitted sets and judged on
+others), answering when its probability reaches `QuoteSettings.threshold`. One guard stands before it: an anchor of
+the question — an identifier, a number, a quoted string or a name — that no passage read holds refuses
+(`missing_anchors`): the reader compares meanings, and "enclosure 417" means much what "enclosure 234" does.
 """
 
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Protocol
 
-# Order matters only for display; the model is a {feature: weight} mapping.
-FEATURES = (
-    "coverage",
-    "coverage_best",
-    "coverage_sentence",
-    "coverage_heading",
-    "missing_weight",
-    "rare_lead",
-    "anchors_lead",
-    "unknown",
-    "dense_best",
-    "dense_margin",
-    "dense_z",
-    "agreement",
-    "answer_type",
-    "negation",
-    "terms",
-    "factoid",
-    "factoid_dense",
-    "procedure",
-    "ranker_best",
-)
+from citewise.quote.compose import Candidate, Passage, text_of
+from citewise.quote.question import Question
+from citewise.quote.reader import heading_line
+from citewise.text import compact, content_terms
+
+FEATURES = ("best", "margin", "agree", "lead", "covered", "unknown")
+MARGIN_CAP = 10.0
+# An anchor most of the corpus holds (the product's name) is the corpus's topic, not the question's.
+COMMON_ANCHOR_SHARE = 0.2
+COMMON_ANCHOR_MIN_CHUNKS = 3
 
 
-@dataclass(frozen=True)
-class Signals:
-    """The decision's inputs for one question (or one part of one), each documented where it is computed
-    (`citewise.quote.compose`). `as_features()` is what the model sees."""
+class CorpusStats(Protocol):
+    """What the decision asks of the whole corpus (`citewise.index.vocabulary.VocabularyView` provides it): how many
+    chunks hold a word's stem, and how many chunks there are."""
 
-    coverage: float  # share of the question's corpus-IDF weight held by the chosen sentences + their headings
-    coverage_best: float  # share held by the leading sentence + its passage's headings
-    coverage_sentence: float  # share held by the best single sentence (IDF over the candidate sentences)
-    coverage_heading: float  # share held by the best passage's title and headings
-    missing_weight: float  # the corpus IDF of the rarest question word the lead + its headings lack, over log(1+N)
-    rare_lead: float  # share of the question's rare words (in at most 2% of chunks) the lead sentence holds
-    anchors_lead: float  # share of the question's anchors the lead sentence holds (1 without anchors)
-    unknown: float  # share of the question's weight in words no chunk of the corpus holds
-    dense_best: float  # dense score (cosine with the best sentence's, `store.dense_scores`) of the best opened passage
-    dense_margin: float  # that score minus the mean score of the question's other candidates
-    dense_z: float  # the same margin in standard deviations of the candidates' scores
-    agreement: float  # 1 when the best passage is near the top of both the vector and the full-text ranking
-    answer_type: float  # +1 the lead holds what the question's kind wants (a date, a number, a name, a command, a
-    # definition of the subject), -1 it doesn't, 0 the kind wants nothing in particular
-    negation: float  # 1 when the question asks about an exception ("not", "never") and the lead states none
-    terms: float  # log(1 + number of content words in the question)
-    factoid: float = 0.0  # 1 when the question wants a date, a number, a duration or a name (who/when/how many)
-    factoid_dense: float = 0.0  # factoid × dense_best: how close a factoid question's passage must be differs
-    procedure: float = 0.0  # 1 for a "how do I" question
-    ranker_best: float = 0.0  # the sentence ranker's probability that its best candidate holds the answer
-    missing_anchors: tuple[str, ...] = field(default=())  # anchors absent from the evidence: refuse
-    missing_value: str = ""  # "duration" or "number": what "how long/often/many" asks and no quote states: refuse
+    chunks: int
 
-    def as_features(self) -> dict[str, float]:
-        return {name: float(getattr(self, name)) for name in FEATURES}
+    def stem_df(self, term: str) -> int: ...  # pragma: no cover - protocol
 
 
 @dataclass(frozen=True)
@@ -87,42 +49,95 @@ class Verdict:
     answer: bool
     probability: float
     reason: str | None  # plain words, when refusing
+    features: dict[str, float] = field(default_factory=dict)
+    missing_anchors: tuple[str, ...] = ()
 
 
-def probability(features: Mapping[str, float], weights: Mapping[str, float], intercept: float) -> float:
-    z = intercept + sum(weights.get(name, 0.0) * value for name, value in features.items())
-    z = max(-60.0, min(60.0, z))
-    return 1.0 / (1.0 + math.exp(-z))
+def features(
+    question: Question, ranked: Sequence[Candidate], passages: Sequence[Passage], corpus: CorpusStats | None
+) -> dict[str, float]:
+    """The decision's inputs for one question (or part), from the reader's ranked units."""
+    if not ranked:
+        return {"best": -MARGIN_CAP, "margin": 0.0, "agree": 0.0, "lead": 0.0, "covered": 0.0, "unknown": 1.0}
+    best = ranked[0]
+    second = next((c.score for c in ranked[1:]), best.score - MARGIN_CAP)
+    per_passage: dict[int, float] = {}
+    for c in ranked:
+        per_passage.setdefault(c.slot, c.score)
+    passage = passages[best.slot]
+    held = content_terms(text_of(passage, (best.start, best.end, best.kind)))
+    held |= content_terms(heading_line(passage.chunk.title, passage.chunk.chapter))
+    terms = question.terms
+    unknown = 0.0
+    if corpus is not None and corpus.chunks and terms:
+        unknown = sum(1 for t in terms if corpus.stem_df(t) == 0) / len(terms)
+    return {
+        "best": round(best.score, 4),
+        "margin": round(min(MARGIN_CAP, best.score - second), 4),
+        "agree": round(sum(1 for s in per_passage.values() if s > 0) / max(1, len(passages)), 4),
+        "lead": 1.0 if best.slot == 0 else 0.0,
+        "covered": round(len(terms & held) / len(terms), 4) if terms else 1.0,
+        "unknown": round(unknown, 4),
+    }
 
 
-def decide(signals: Signals, weights: Mapping[str, float], intercept: float, threshold: float) -> Verdict:
-    """Answer when no anchor is missing and the model's probability that the evidence answers the question reaches
-    `threshold`; otherwise refuse, saying why in words a reader understands."""
-    p = round(probability(signals.as_features(), weights, intercept), 6)
-    if signals.missing_anchors:
-        named = ", ".join(f"“{a}”" for a in signals.missing_anchors[:3])
-        return Verdict(False, p, f"The closest passages don't mention {named}, which the question asks about.")
-    if signals.missing_value:
-        return Verdict(False, p, _MISSING_VALUE[signals.missing_value])
+def probability(values: Mapping[str, float], weights: Mapping[str, float], intercept: float) -> float:
+    z = intercept + sum(weights.get(name, 0.0) * value for name, value in values.items())
+    return 1.0 / (1.0 + math.exp(-max(-60.0, min(60.0, z))))
+
+
+def _anchor_present(anchor: str, evidence: str, evidence_terms: set[str]) -> bool:
+    """Whether `evidence` (lower case) names `anchor`: in any case, with its punctuation left out (`max_turns` for
+    MAX-TURNS), or by all its words' stems. A number or a version must stand as written, not inside a longer one
+    ("3.1.7" is not in "3.1.71", nor in "31.7")."""
+    if not re.search(r"[a-z]", anchor.lower()):
+        return bool(re.search(rf"(?<![\w.]){re.escape(anchor.lower())}(?![\w]|\.\d)", evidence))
+    if anchor.lower() in evidence:
+        return True
+    key = compact(anchor)
+    if len(key) >= 3 and key in re.sub(r"[^0-9a-z]+", "", evidence):
+        return True
+    words = content_terms(anchor)
+    return bool(words) and words <= evidence_terms
+
+
+def missing_anchors(question: Question, passages: Sequence[Passage], corpus: CorpusStats | None) -> tuple[str, ...]:
+    """The question's anchors no passage read holds (text, title, headings, file name), except those most of the
+    corpus holds: the product's own name is the corpus's topic, not something a passage must repeat."""
+    if not question.anchors:
+        return ()
+    evidence = "\n".join(
+        "\n".join(p for p in (x.chunk.title, x.chunk.chapter, x.chunk.filename, x.chunk.text) if p) for x in passages
+    ).lower()
+    evidence_terms = content_terms(evidence)
+    missing = []
+    for anchor in question.anchors:
+        if _anchor_present(anchor, evidence, evidence_terms):
+            continue
+        if corpus is not None and corpus.chunks and re.search(r"[a-z]", anchor.lower()):  # a number is no topic
+            words = list(content_terms(anchor)) or [compact(anchor)]
+            common = max(COMMON_ANCHOR_MIN_CHUNKS, COMMON_ANCHOR_SHARE * corpus.chunks)
+            if all(w in evidence_terms or corpus.stem_df(w) >= common for w in words):
+                continue
+        missing.append(anchor)
+    return tuple(missing)
+
+
+def decide(
+    values: dict[str, float],
+    anchors_missing: Sequence[str],
+    weights: Mapping[str, float],
+    intercept: float,
+    threshold: float,
+) -> Verdict:
+    """Answer when no anchor is missing and the model's probability reaches `threshold`; otherwise refuse, saying
+    why in words a reader understands."""
+    p = round(probability(values, weights, intercept), 6)
+    if anchors_missing:
+        named = ", ".join(f"“{a}”" for a in anchors_missing[:3])
+        return Verdict(False, p, f"The documentation doesn't mention {named}.", values, tuple(anchors_missing))
     if p >= threshold:
-        return Verdict(True, p, None)
-    if signals.unknown >= 0.3:
-        return Verdict(False, p, "The question asks about something the documentation never mentions.")
-    return Verdict(False, p, "The closest passages are about the same topic but don't answer this question.")
-
-
-_MISSING_VALUE = {
-    "duration": "The closest passages don't say how long or how often: they state no time or interval.",
-    "number": "The closest passages state no number for what the question asks.",
-}
-
-
-def standardise(rows: Sequence[Mapping[str, float]]) -> dict[str, tuple[float, float]]:
-    """Mean and standard deviation of each feature (for fitting; the committed weights are on raw features)."""
-    out = {}
-    for name in FEATURES:
-        values = [row[name] for row in rows]
-        mean = sum(values) / len(values)
-        std = math.sqrt(sum((v - mean) ** 2 for v in values) / max(1, len(values) - 1)) or 1.0
-        out[name] = (mean, std)
-    return out
+        return Verdict(True, p, None, values)
+    if values.get("unknown", 0.0) >= 0.5:
+        return Verdict(False, p, "The question is about something the documentation never mentions.", values)
+    return Verdict(False, p, "The closest passages are about this topic but don't answer the question.", values)
