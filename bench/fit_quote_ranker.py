@@ -1,23 +1,19 @@
-"""Fit quote mode's sentence ranker: which candidate sentences of the retrieved passages hold the answer.
+"""Fit quote mode's unit ranker: the reader's score combined with the evidence beside it, judged out of fold.
 
     .venv/bin/python bench/fit_quote_ranker.py [--no-write]
 
-For every answerable question of the docs sets quote mode is fitted on (bench/quote_data.py, role "fit",
-distribution "docs"), the passages are retrieved as quote mode retrieves them (`quote.passages` of the search's
-best, the question spelled as the search corrected it) and every candidate quote — sentence, short list item
-whole, table row, label line, code block — gets the ranker's features (`citewise.quote.compose.RANKER_FEATURES`,
-the hand-weighed relevance among them) and a label: whether it holds one of the question's expected strings. A
-logistic regression (L2, numpy, Newton's method) is fitted on them, each set weighing the same and, inside a
-question, its positive and its negative candidates weighing the same, so no set's size and no passage's length
-decides the model. SQuAD-style and ClapNQ
-sets are left out: their labels (a gold span, a long-form answer) say little about which sentence of a docs page a
-reader needs, and adding them lowered the leave-one-set-out figures on the docs sets.
+For every question of the fitted sets (role "fit", minus those the reader was trained on), the passages a quote-mode
+search reads for it (`quote_data.read_passages`) are scored by the shipped reader, and every unit gets
+`citewise.quote.compose.UNIT_FEATURES`: the reader's log-odds, how far below its passage's best unit it is, where its
+passage ranked in the search, how much of the question it and its heading path hold, whether it names the question's
+anchors, its kind. A logistic regression (each question weighing the same; inside a question, the units that hold an
+expected answer against the others) says which unit holds the answer.
 
-Reported: for each fit set, how often one of the first k candidates holds the answer (k = 1, 2, 3, 4), ranked by the
-hand-weighed relevance and by a ranker fitted without that set (leave one set out), and the same on the judged docs
-sets for the ranker fitted on all fit sets. Writes the "ranker" entry of src/citewise/quote/decision.json (read by
-QuoteSettings) and bench/results/quote_ranker.json. Run bench/fit_quote_decision.py --rerun afterwards: the decision
-sees what the ranker chose.
+Reported per set, out of fold (the ranker fitted without that set): top-1 — the share of answerable questions whose
+best unit holds an expected answer, of those where any unit read does — for the reader alone, for word overlap
+alone, and for the ranker; and the ranker without each feature in turn (what each is worth beside the reader).
+
+Writes the "ranker" entry of src/citewise/quote/decision.json and bench/results/quote_ranker.json.
 """
 
 from __future__ import annotations
@@ -27,110 +23,106 @@ import json
 
 import numpy as np
 
-import fit_quote_decision
 import quote_data
 from _common import ROOT, write_result
-from citewise.agent.quote_policy import quote_search_depth
-from citewise.index.knowledge_base import KnowledgeBase
-from citewise.index.retriever import Retriever, apply_corrections
-from citewise.quote import analyse, readable
-from citewise.quote.compose import RANKER_FEATURES, score
-from citewise.quote.question import Question as Analysed
+from citewise.quote import UNIT_FEATURES, Passage, analyse, shared_reader
+from citewise.quote.compose import unit_features
+from citewise.quote.reader import heading_line
+from fit_quote_decision import TRAINED_ON, logistic
 
 DECISION = ROOT / "src" / "citewise" / "quote" / "decision.json"
-L2 = 1.0
-KS = (1, 2, 3, 4)
 
 
-def candidates(name: str) -> list[tuple[str, np.ndarray, np.ndarray]]:
-    """(question id, features, labels) for every answerable question of a set with at least one labelled candidate."""
-    spec = quote_data.SETS[name]
-    home = quote_data.build_home(spec.corpus())
-    settings = quote_data.settings_for(home)
-    retriever = Retriever(KnowledgeBase(settings))
-    depth = quote_search_depth(settings)
+def rows_of(name: str) -> list[dict]:
+    """Each answerable question with a gold string: its units' features and which hold the answer."""
+    reader = shared_reader()
     out = []
-    for q in spec.questions():
-        strings = q.expect_any or [s for group in q.expect_all for s in group]
-        if not q.answerable or not strings:
+    for q, found in quote_data.read_passages(name):
+        strings = quote_data.expected(q)
+        if not q.answerable or not strings or not found:
             continue
-        result = retriever.search(q.question, top_k=depth)
-        chunks = readable([(i + 1, c) for i, c in enumerate(result.chunks)], settings.quote.passages)
-        if not chunks:
-            continue
-        question: Analysed = analyse(apply_corrections(q.question, result.corrections))
-        scored = score(question, chunks, code=True)
-        if not scored:
-            continue
-        wanted = [quote_data._norm(s) for s in strings]
-        x = np.array([[item.features[f] for f in RANKER_FEATURES] for item in scored])
-        y = np.array([int(any(w in quote_data._norm(item.sentence.rendered()) for w in wanted)) for item in scored])
-        if y.any():
-            out.append((q.id, x, y))
+        question = analyse(q.question)
+        passages = [Passage(i + 1, c) for i, c in enumerate(found)]
+        scores = reader.score(
+            question.focus,
+            [(heading_line(c.title, c.chapter), c.text, p.units) for p, c in zip(passages, found, strict=True)],
+        )
+        units = unit_features(passages, [s.units for s in scores], question.terms, question.anchors)
+        labels = [quote_data.holds(passages[slot].chunk.text[slice(*passages[slot].units[i][:2])], strings)
+                  for slot, i, _ in units]  # fmt: skip
+        out.append({"id": q.id, "units": [f for _, _, f in units], "labels": labels, "lexical": [
+            f["covered_unit"] - 0.01 * slot - 0.001 * i for slot, i, f in units]})  # fmt: skip
     return out
 
 
-def fit(data: dict[str, list]) -> tuple[np.ndarray, float]:
+def fit(rows: list[dict], features: tuple[str, ...]) -> tuple[np.ndarray, float]:
     xs, ys, ws = [], [], []
-    for items in data.values():
-        for _, x, y in items:
-            w = np.where(y == 1, 0.5 / y.sum(), 0.5 / max(1, (1 - y).sum())) / len(items)
-            xs.append(x)
-            ys.append(y)
-            ws.append(w)
-    return fit_quote_decision.logistic(np.vstack(xs), np.concatenate(ys).astype(float), np.concatenate(ws), L2)
+    for row in rows:
+        pos = sum(row["labels"])
+        neg = len(row["labels"]) - pos
+        if not pos or not neg:
+            continue
+        for f, y in zip(row["units"], row["labels"], strict=True):
+            xs.append([f[name] for name in features])
+            ys.append(float(y))
+            ws.append(1.0 / pos if y else 1.0 / neg)
+    return logistic(np.array(xs), np.array(ys), np.array(ws))
 
 
-def hits(items: list, rank) -> dict[str, float]:
-    """Share of questions one of whose first k candidates (by `rank`, ties in candidate order) holds the answer."""
+def top1(rows: list[dict], score) -> float | None:
+    reachable = [r for r in rows if any(r["labels"])]
+    if not reachable:
+        return None
+    hits = 0
+    for row in reachable:
+        values = [score(f, i, row) for i, f in enumerate(row["units"])]
+        best = max(range(len(values)), key=lambda i: (values[i], -i))
+        hits += row["labels"][best]
+    return round(hits / len(reachable), 4)
+
+
+def linear(weights: np.ndarray, intercept: float, features: tuple[str, ...]):
+    return lambda f, i, row: float(intercept + sum(w * f[n] for w, n in zip(weights, features, strict=True)))
+
+
+def out_of_fold(data: dict[str, list[dict]], features: tuple[str, ...]) -> dict[str, float | None]:
     out = {}
-    for k in KS:
-        found = sum(bool(y[np.argsort(-rank(x), kind="stable")[:k]].any()) for _, x, y in items)
-        out[f"top{k}"] = round(found / len(items), 4) if items else 0.0
+    for held in data:
+        others = [r for n, rows in data.items() if n != held for r in rows]
+        w, b = fit(others, features)
+        out[held] = top1(data[held], linear(w, b, features))
     return out
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--no-write", action="store_true", help="report only; leave decision.json as it is")
+    parser.add_argument("--no-write", action="store_true")
     args = parser.parse_args()
-    docs = [n for n, s in quote_data.SETS.items() if s.distribution == "docs"]
-    fit_names = [n for n in docs if quote_data.SETS[n].role == "fit"]
-    judge_names = [n for n in docs if quote_data.SETS[n].role == "judge"]
-    data = {n: candidates(n) for n in docs}
-    relevance = RANKER_FEATURES.index("relevance")
-
-    def hand(x):
-        return x[:, relevance]
-
-    def fitted(weights, intercept):
-        return lambda x: x @ weights + intercept
-
-    report: dict = {"features": list(RANKER_FEATURES), "fitted_on": fit_names, "judged_on": judge_names, "sets": {}}
-    weights, intercept = fit({n: data[n] for n in fit_names})
-    for name in docs:
-        entry = {"role": quote_data.SETS[name].role, "questions": len(data[name]), "hand": hits(data[name], hand)}
-        if name in fit_names:
-            w, b = fit({n: data[n] for n in fit_names if n != name})
-            entry["ranker_left_out"] = hits(data[name], fitted(w, b))
-        else:
-            entry["ranker"] = hits(data[name], fitted(weights, intercept))
-        report["sets"][name] = entry
-        print(f"{name:16} {json.dumps(entry)}")
-    report["weights"] = dict(zip(RANKER_FEATURES, map(float, np.round(weights, 4)), strict=True))
-    report["intercept"] = round(intercept, 4)
-    print("weights", report["weights"], "intercept", report["intercept"])
+    names = [n for n, s in quote_data.SETS.items() if s.role == "fit" and n not in TRAINED_ON]
+    data = {name: rows_of(name) for name in names}
+    weights, intercept = fit([r for rows in data.values() for r in rows], UNIT_FEATURES)
+    report: dict = {
+        "features": list(UNIT_FEATURES),
+        "weights": dict(zip(UNIT_FEATURES, map(float, np.round(weights, 4)), strict=True)),
+        "intercept": round(intercept, 4),
+        "fitted_on": names,
+        "top1": {
+            "reader": {n: top1(rows, lambda f, i, row: (f["reader"], -f["slot"])) for n, rows in data.items()},
+            "word_overlap": {n: top1(rows, lambda f, i, row: row["lexical"][i]) for n, rows in data.items()},
+            "ranker_out_of_fold": out_of_fold(data, UNIT_FEATURES),
+        },
+        "without": {},
+    }
+    for feature in UNIT_FEATURES:
+        kept = tuple(f for f in UNIT_FEATURES if f != feature)
+        report["without"][feature] = out_of_fold(data, kept)
+    print(json.dumps(report, indent=1))
     if not args.no_write:
         decision = json.loads(DECISION.read_text())
-        decision["ranker"] = {
-            "weights": report["weights"],
-            "intercept": report["intercept"],
-            "fitted_on": fit_names,
-            "script": "bench/fit_quote_ranker.py",
-        }
+        decision["ranker"] = {k: report[k] for k in ("features", "weights", "intercept", "fitted_on")}
+        decision["ranker"]["script"] = "bench/fit_quote_ranker.py"
         DECISION.write_text(json.dumps(decision, indent=2) + "\n")
         write_result("quote_ranker", report)
-        fit_quote_decision.document()
 
 
 if __name__ == "__main__":

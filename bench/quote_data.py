@@ -660,6 +660,34 @@ def build_home(corpus: Corpus, rebuild: bool = False) -> Path:
     return home
 
 
+def read_passages(name: str) -> list[tuple[Question, list]]:
+    """Each question of a set with the passages a quote-mode search reads for it: the whole question searched to
+    `quote_search_depth`, its first `quote.passages` results that hold a unit (what quote mode reads for a
+    one-part question), as ScoredChunks."""
+    from citewise.agent.quote_policy import quote_search_depth
+    from citewise.index.retriever import Retriever
+
+    spec = SETS[name]
+    settings = settings_for(build_home(spec.corpus()))
+    retriever = Retriever(KnowledgeBase(settings))
+    depth, limit = quote_search_depth(settings), settings.quote.passages
+    out = []
+    for q in spec.questions():
+        found = retriever.search(q.question[:1000], depth).chunks
+        out.append((q, [c for c in found if c.units][:limit]))
+    return out
+
+
+def expected(q: Question) -> list[str]:
+    """Every string whose presence makes an answer right (any group of `expect_all`, any gold span)."""
+    return q.expect_any + [s for group in q.expect_all for s in group] + q.gold_spans
+
+
+def holds(text: str, strings: list[str]) -> bool:
+    t = _norm(text)
+    return any(_norm(s) in t for s in strings if s)
+
+
 def judge(question: Question, status: str, text: str, cited_docs: list[str]) -> str:
     """right | wrong | refused (answerable) ; refused | answered (unanswerable)."""
     refused = status == str(Status.REFUSED)
