@@ -86,3 +86,16 @@ def test_ties_keep_reading_order():
     p = passage("One thing is said. Another thing is said.")
     ranked = scored(p, {0: 1.0, 1: 1.0})
     assert [c.index for c in ranked] == [0, 1]
+
+
+def test_the_same_words_are_never_quoted_twice():
+    """A command two pages show alike (a guide and a troubleshooting page) is quoted once, from the better one."""
+    guide = passage("Add `--prune`:\n\n```bash\ncitewise ingest docs/ --prune\n```", n=1)
+    help_page = passage("Run the ingest again with pruning.\n\n```bash\ncitewise ingest docs/ --prune\n```", n=2)
+    ranked = sorted(
+        scored(guide, {1: 4.0}) + scored(help_page, {0: 3.0, 1: 3.5}, slot=1), key=lambda c: (-c.score, c.slot)
+    )
+    chosen, _ = choose(ranked, [guide, help_page], max_units=4, relative_cut=2.0, min_score=0.0, rules=ALL)
+    kept = [(c.slot, c.index) for c in chosen]
+    assert (0, 1) in kept and (1, 1) not in kept  # the command once, from the guide
+    assert (1, 0) in kept  # the other page's own sentence is still quoted

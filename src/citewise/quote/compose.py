@@ -241,27 +241,34 @@ def choose(
     skip: frozenset[tuple[int, int]] = frozenset(),
 ) -> tuple[list[Chosen], dict[tuple[int, int], int]]:
     """The units to quote: the best one, the others scored within `relative_cut` of it (and above `min_score`), each
-    with what it needs to stand; at most `max_units` scored ones. `skip`: (chunk slot, unit index) already quoted by
-    an earlier part. Returns them and, per announcing unit, how many announced units were left out."""
+    with what it needs to stand; at most `max_units` scored ones, and never the same words twice. `skip`: (chunk
+    slot, unit index) already quoted by an earlier part. Returns them and, per announcing unit, how many announced
+    units were left out."""
     if not ranked:
         return [], {}
     best = ranked[0].score
     chosen: dict[tuple[int, int], Chosen] = {}
     left_out: dict[tuple[int, int], int] = {}
+    shown: set[str] = set()  # the text of every unit chosen, so the same words are never quoted twice
     answers = 0
+
+    def words(slot: int, index: int) -> str:
+        return " ".join(text_of(passages[slot], passages[slot].units[index]).split())
+
     for c in ranked:
         if answers >= max_units or (answers and (c.score < best - relative_cut or c.score < min_score)):
             break
-        if c.key in chosen or c.key in skip:
-            continue
+        if c.key in chosen or c.key in skip or words(c.slot, c.index) in shown:
+            continue  # a command two pages show alike is quoted from the better-ranked one only
         passage = passages[c.slot]
         before, after, dropped = _what_it_needs(c, passage, rules)
         chosen[c.key] = Chosen(c.slot, c.index, "answer")
+        shown.add(words(c.slot, c.index))
         answers += 1
-        for i in before:
-            chosen.setdefault((c.slot, i), Chosen(c.slot, i, "context"))
-        for i in after:
-            chosen.setdefault((c.slot, i), Chosen(c.slot, i, "context"))
+        for i in before + after:
+            if (c.slot, i) not in chosen and words(c.slot, i) not in shown:
+                chosen[(c.slot, i)] = Chosen(c.slot, i, "context")
+                shown.add(words(c.slot, i))
         if dropped and after:
             left_out[(c.slot, after[-1])] = dropped
     return [v for k, v in chosen.items() if k not in skip], left_out
