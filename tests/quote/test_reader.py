@@ -12,6 +12,7 @@ import sys
 
 import pytest
 
+from citewise.errors import ConfigError
 from citewise.quote.reader import MANIFEST_FILE, MODEL_DIR, MODEL_FILE, Encoder, Reader
 from citewise.text import answer_units
 
@@ -84,3 +85,25 @@ def test_reading_loads_no_torch():
         "assert 'torch' not in sys.modules, sorted(m for m in sys.modules if m.startswith('torch'))\n"
     )
     subprocess.run([sys.executable, "-c", code], check=True)
+
+
+@pytest.mark.parametrize("damage", ["no model", "no manifest", "broken manifest", "no tokenizer", "garbage model"])
+def test_a_damaged_model_folder_says_to_reinstall(tmp_path, damage):
+    """Every way the shipped files can be missing or broken is one clear ConfigError, never a library's traceback."""
+    for name in (MODEL_FILE, MANIFEST_FILE, "tokenizer.json"):
+        (tmp_path / name).write_bytes((MODEL_DIR / name).read_bytes())
+    if damage == "no model":
+        (tmp_path / MODEL_FILE).unlink()
+    elif damage == "no manifest":
+        (tmp_path / MANIFEST_FILE).unlink()
+    elif damage == "broken manifest":
+        (tmp_path / MANIFEST_FILE).write_text("{not json")
+    elif damage == "no tokenizer":
+        (tmp_path / "tokenizer.json").unlink()
+    else:  # a file that is not the model its manifest describes, even when the manifest lost its hash
+        (tmp_path / MODEL_FILE).write_bytes(b"not an onnx model")
+        manifest = json.loads((tmp_path / MANIFEST_FILE).read_text())
+        manifest.pop("onnx_sha256")
+        (tmp_path / MANIFEST_FILE).write_text(json.dumps(manifest))
+    with pytest.raises(ConfigError, match=r"[Rr]einstall"):
+        Reader(tmp_path).score("Which port?", [("Guide", "Port 7433.", answer_units("Port 7433."))])

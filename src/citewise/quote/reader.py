@@ -6,7 +6,8 @@ answer units (sentences, list items, table rows, code blocks) as the answer, aga
 It is the bundled all-MiniLM-L6-v2 fine-tuned by `reader/` at the repository root (`make train-reader`), exported
 to int8 ONNX with the tokenizer beside it and a manifest saying how it was made (`citewise/quote/model/`). Here it
 runs on ONNX Runtime alone — no torch — with fixed threads, so the same input gives the same scores everywhere it
-runs on the same build.
+runs on the same build. "The same input" is the whole batch a question's passages make: the int8 model quantizes
+its activations per batch, so a passage's scores move a little with the passages read beside it.
 
 `Encoder` is shared with training: the token windows a passage is read in are built by the same code both ways. A
 passage longer than one window is read in several, cut between units; each unit is scored in the window it starts in,
@@ -120,7 +121,8 @@ def heading_line(title: str, chapter: str) -> str:
 @dataclass(frozen=True)
 class Scores:
     """A passage's scores: each unit's log-odds against "no answer" in its window (None: the unit has no token),
-    and the best "no answer" logit minus the best unit logit of any window (how sure it is there's none)."""
+    and the best "no answer" logit minus the best unit logit of any window (how sure it is there's none; a window
+    with no unit in it, inside a unit longer than a window, makes it about 1e9: nothing reads it today)."""
 
     units: tuple[float | None, ...]
     null: float
@@ -149,9 +151,15 @@ class Reader:
                         f"Quote mode's reader model is missing ({model}). Reinstall Citewise, or rebuild it with "
                         "`make train-reader`."
                     )
-                manifest = self.manifest
+                try:
+                    manifest = self.manifest
+                except (OSError, ValueError) as exc:
+                    raise ConfigError(
+                        f"Quote mode's reader manifest ({self.model_dir / MANIFEST_FILE}) can't be read ({exc}): "
+                        "reinstall Citewise."
+                    ) from exc
                 digest = hashlib.sha256(model.read_bytes()).hexdigest()
-                if manifest.get("onnx_sha256") not in (None, digest):
+                if manifest.get("onnx_sha256") != digest:
                     raise ConfigError(f"{model} does not match its manifest's sha256: reinstall Citewise.")
                 import onnxruntime as ort
 
@@ -160,8 +168,14 @@ class Reader:
                 options.inter_op_num_threads = 1
                 options.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
                 options.log_severity_level = 3
-                self._encoder = Encoder(self.model_dir / TOKENIZER_FILE, int(manifest.get("max_tokens", MAX_TOKENS)))
-                self._session = ort.InferenceSession(str(model), options, providers=["CPUExecutionProvider"])
+                try:
+                    encoder = Encoder(self.model_dir / TOKENIZER_FILE, int(manifest.get("max_tokens", MAX_TOKENS)))
+                    session = ort.InferenceSession(str(model), options, providers=["CPUExecutionProvider"])
+                except Exception as exc:  # the tokenizer's and ONNX Runtime's own errors say nothing of what to do
+                    raise ConfigError(
+                        f"Quote mode's reader in {self.model_dir} can't be loaded ({exc}): reinstall Citewise."
+                    ) from exc
+                self._encoder, self._session = encoder, session
                 self.load_count += 1
         return self._session
 
