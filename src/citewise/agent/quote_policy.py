@@ -12,12 +12,14 @@ passage it gathered, the ones it opened first.
 
 from __future__ import annotations
 
+import asyncio
 from dataclasses import asdict
 from typing import Any
 
 from citewise.agent.state import AgentState
 from citewise.agent.tools import MAX_QUERY_CHARS, SearchDocsArgs, ToolContext, run_search
 from citewise.index.retriever import Retriever, apply_corrections
+from citewise.index.vocabulary import VocabularyView
 from citewise.quote import Part, Passage, QuoteAnswer, QuoteAnswerer, split_parts
 from citewise.settings import Settings
 from citewise.types import REFUSAL_TEXT, AnswerMode, AnswerStyle, ScoredChunk, TraceKind, trace_event
@@ -105,7 +107,9 @@ class QuotePolicy:
                     return {"turns": turns, "tool_calls": state.get("tool_calls", 0) + used, **ledger.update()}
 
         asked = [Part(q, [Passage(n, c) for n, c in hits]) for q, hits in zip(parts, found, strict=True)]
-        result = self.answer(state, asked)
+        # The reader runs for a few hundred milliseconds: off the event loop, so other requests go on meanwhile.
+        style, corpus = self.answer_settings(state)
+        result = await asyncio.to_thread(self.answerer.answer, asked, style=style, corpus=corpus)
         read = list(dict.fromkeys(chunk_id for part in result.parts for chunk_id in part.read))
         opened = list(dict.fromkeys([*ledger.opened, *read]))
         ledger.opened = opened
@@ -142,13 +146,15 @@ class QuotePolicy:
         parts = split_parts(question)
         return [apply_corrections(p, corrections) for p in parts]
 
-    def answer(self, state: AgentState, parts: list[Part]) -> QuoteAnswer:
+    def answer_settings(self, state: AgentState) -> tuple[AnswerStyle, VocabularyView | None]:
+        """The answer's style and the words of the documents the asker sees (an in-memory view, safe to read from
+        another thread)."""
         request = state["request"]
-        return self.answerer.answer(
-            parts,
-            style=AnswerStyle(request.style or AnswerStyle.DEFAULT),
-            corpus=self.retriever.vocabulary(request.owner),
-        )
+        return AnswerStyle(request.style or AnswerStyle.DEFAULT), self.retriever.vocabulary(request.owner)
+
+    def answer(self, state: AgentState, parts: list[Part]) -> QuoteAnswer:
+        style, corpus = self.answer_settings(state)
+        return self.answerer.answer(parts, style=style, corpus=corpus)
 
     def synthesize(self, state: AgentState) -> QuoteAnswer:
         """An agent run's answer from everything it gathered (the passages it opened first), when its model never

@@ -227,7 +227,7 @@ def _what_it_needs(c: Candidate, passage: Passage, rules: frozenset[str]) -> tup
 class Chosen:
     slot: int
     index: int
-    role: str  # "answer" (scored as one), or what it is there for: "lead_in", "announced", "antecedent", "qualifier"
+    role: str  # "answer" (scored as one), "context" (what an answer needs to stand), or "why" (structured style)
 
 
 def choose(
