@@ -275,7 +275,7 @@ class QuoteSettings(BaseModel):
         description="A unit besides the best one is quoted only when the reader's log-odds that it answers reach this.",
     )
     rules: tuple[str, ...] = Field(
-        ("lead_in", "announced", "antecedent", "qualifier", "anchors"),
+        QUOTE_RULES,
         description=(
             "The composition rules and the guard quote mode applies beside the reader (docs/answers.md): a unit's "
             "lead-in, what a sentence announces, the sentence a pointing-back one needs, a qualifying next "

@@ -30,7 +30,7 @@ from citewise.agent.grounding import ground as ground_text
 from citewise.agent.grounding import strip_rag_metadata
 from citewise.agent.limits import EXIT_REASONS, WELCOME_MESSAGE, exit_reason_for
 from citewise.agent.planner import default_plan, parse_plan
-from citewise.agent.quote_policy import QuotePolicy, refusal_text
+from citewise.agent.quote_policy import QuotePolicy, quote_draft, refusal_text
 from citewise.agent.state import AgentState
 from citewise.agent.tools import (
     MAX_QUERY_CHARS,
@@ -437,29 +437,24 @@ class AgentNodes:
         MAX_TOOL_CALLS_REACHED promises an answer from what was found, so compose it from the gathered passages —
         verbatim and cited, or the refusal — as the forced synthesis does after failed validations."""
         result = self.quote.synthesize(state)
-        text = refusal_text(state.get("constraints") or {}) if result.refused else result.text
         event = trace_event(TraceKind.FORCED_SYNTHESIS, "llm", used=list(result.used), refused=result.refused, why=why)
-        quotes = [[n, a, b] for n, a, b in result.quotes]
-        return {"trace": [*trace, event], "draft": text, "synthesized": True, "quotes": quotes}
+        return {"trace": [*trace, event], **quote_draft(result, state.get("constraints") or {}), "synthesized": True}
 
     def _forced_synthesis(self, state: AgentState, errors: list[str], trace: list[dict[str, Any]]) -> dict[str, Any]:
         """The model could not produce an answer that passes validation: answer with verbatim sentences from what
         was gathered instead (grounded by construction), and say what was missing."""
         result = self.quote.synthesize(state)
-        text = refusal_text(state.get("constraints") or {}) if result.refused else result.text
         insufficiencies = list(state.get("insufficiencies") or []) + [
             e for e in errors if e not in (state.get("insufficiencies") or [])
         ]
         trace.append(
             trace_event(TraceKind.FORCED_SYNTHESIS, "validate", used=list(result.used), refused=result.refused)
         )
-        quotes = [[n, a, b] for n, a, b in result.quotes]
         return {
             "trace": trace,
-            "draft": text,
+            **quote_draft(result, state.get("constraints") or {}),
             "insufficiencies": insufficiencies,
             "synthesized": True,
-            "quotes": quotes,
         }
 
     # -- ground ------------------------------------------------------------------------------------------------------

@@ -31,6 +31,13 @@ def refusal_text(constraints: dict[str, Any]) -> str:
     return f"{phrase}. {REFUSAL_TEXT}" if phrase else REFUSAL_TEXT
 
 
+def quote_draft(result: QuoteAnswer, constraints: dict[str, Any]) -> dict[str, Any]:
+    """What the run keeps of a quote answer for validation and grounding: the text (or the refusal) and the spans it
+    quotes, [citation number, start, end]."""
+    text = refusal_text(constraints) if result.refused else result.text
+    return {"draft": text, "quotes": [[n, start, end] for n, start, end in result.quotes]}
+
+
 def _quote(state: AgentState) -> bool:
     return state["request"].mode == AnswerMode.QUOTE
 
@@ -77,6 +84,10 @@ class QuotePolicy:
         parts = self.part_queries(question, ledger.corrections)
         first = ledger.found[0] if ledger.found else []
         found: list[list[tuple[int, ScoredChunk]]] = []
+
+        def stopped() -> dict[str, Any]:  # a search failed: the node ends the run with the outage's message
+            return {"turns": turns, "tool_calls": state.get("tool_calls", 0) + used, **ledger.update()}
+
         if len(parts) == 1:
             found.append([(numbered[i], ledger.sources[numbered[i] - 1]) for i in first if i in numbered])
         else:
@@ -89,22 +100,18 @@ class QuotePolicy:
                     top_k=self.search_depth(state),
                     selected_text_only=bool(request.selected_text),  # a selection's parts are looked for in it
                 )
-                trace.append(trace_event(TraceKind.TOOL_CALL, "llm", tool="search_docs", args=args.model_dump()))
-                _, hits = await run_search(ctx, args, node="llm")
+                found.append(await self._search(ctx, args))
                 used += 1
-                found.append(hits)
-                if ctx.failure:  # the node ends the run with the outage's message
-                    return {"turns": turns, "tool_calls": state.get("tool_calls", 0) + used, **ledger.update()}
+                if ctx.failure:
+                    return stopped()
         if constraints.get("min_searches", 1) > ledger.searches:  # "compare X and Y": each topic searched too
             for topic in list(dict.fromkeys(constraints.get("search_topics") or [])):
                 if used >= budget or ledger.searches >= constraints.get("min_searches", 1):
                     break
-                args = SearchDocsArgs(query=topic[:MAX_QUERY_CHARS], top_k=self.search_depth(state))
-                trace.append(trace_event(TraceKind.TOOL_CALL, "llm", tool="search_docs", args=args.model_dump()))
-                await run_search(ctx, args, node="llm")
+                await self._search(ctx, SearchDocsArgs(query=topic[:MAX_QUERY_CHARS], top_k=self.search_depth(state)))
                 used += 1
                 if ctx.failure:
-                    return {"turns": turns, "tool_calls": state.get("tool_calls", 0) + used, **ledger.update()}
+                    return stopped()
 
         asked = [Part(q, [Passage(n, c) for n, c in hits]) for q, hits in zip(parts, found, strict=True)]
         # The reader runs for a few hundred milliseconds: off the event loop, so other requests go on meanwhile.
@@ -124,7 +131,6 @@ class QuotePolicy:
                 parts=[asdict(p) for p in result.parts],
             )
         )
-        text = refusal_text(constraints) if result.refused else result.text
         refusal = None
         if result.refused:  # the answerer's own words are in the trace and the Answer; this is the stable code
             refusal = "empty_retrieval" if ledger.empty_retrieval else "weak_evidence"
@@ -133,12 +139,18 @@ class QuotePolicy:
             **ledger.update(),
             "turns": turns,
             "tool_calls": state.get("tool_calls", 0) + used,
-            "draft": text,
-            "quotes": [[n, start, end] for n, start, end in result.quotes],
+            **quote_draft(result, constraints),
             "quote_refusal": refusal,
             "refusal_detail": result.reason,
             "insufficiencies": [*(state.get("insufficiencies") or []), *missing],
         }
+
+    @staticmethod
+    async def _search(ctx: ToolContext, args: SearchDocsArgs) -> list[tuple[int, ScoredChunk]]:
+        """One search of quote mode's turn, traced as the search tool a model would call."""
+        ctx.ledger.trace.append(trace_event(TraceKind.TOOL_CALL, "llm", tool="search_docs", args=args.model_dump()))
+        _, hits = await run_search(ctx, args, node="llm")
+        return hits
 
     def part_queries(self, question: str, corrections: dict[str, str]) -> list[str]:
         """What quote mode answers: the question, or each of its parts when it asks several things, with the
