@@ -660,25 +660,24 @@ def _quote_targets(r: dict) -> list[str]:
 def ablation_section(r: dict | None) -> list[str]:
     if not r:
         return []
+
+    def rows(table: dict[str, dict[str, dict]], cell: str) -> list[str]:
+        """One row per thing left out, one column per set: `cell` formatted with the right and refused shares."""
+        sets = list(table["all"])
+        return [
+            f"| {left_out} | "
+            + " | ".join(
+                cell.format(_share(figs[n].get("right")), _share(figs[n].get("refused_unanswerable"))) for n in sets
+            )
+            + " |"
+            for left_out, figs in table.items()
+        ]
+
     sets = list(r["rules"]["all"])
     header = "| Left out | " + " | ".join(sets) + " |"
-    rule_rows = [
-        f"| {rule} | "
-        + " | ".join(
-            f"{_share(figs[n].get('right'))} right, {_share(figs[n].get('refused_unanswerable'))} refused" for n in sets
-        )
-        + " |"
-        for rule, figs in r["rules"].items()
-    ]
+    rule_rows = rows(r["rules"], "{} right, {} refused")
     feature_sets = list(r["features"]["all"])
-    feature_rows = [
-        f"| {feature} | "
-        + " | ".join(
-            f"{_share(figs[n].get('right'))} / {_share(figs[n].get('refused_unanswerable'))}" for n in feature_sets
-        )
-        + " |"
-        for feature, figs in r["features"].items()
-    ]
+    feature_rows = rows(r["features"], "{} / {}")
     return [
         "### What each rule kept beside the reader is worth",
         "",
