@@ -4,6 +4,7 @@ slow clients are cut off, and odd input is a 4xx, never a 500."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import socket
@@ -29,7 +30,10 @@ def raw_request(url: str, head: str, body: bytes = b"", *, wait_s: float = 10.0)
     host, port = url.removeprefix("http://").split(":")
     sock = socket.create_connection((host, int(port)), timeout=wait_s)
     try:
-        sock.sendall(head.replace("\n", "\r\n").encode() + b"\r\n" + body)
+        # The server may answer and close before the body is all sent (a refusal before reading): then read what it
+        # answered.
+        with contextlib.suppress(BrokenPipeError, ConnectionResetError):
+            sock.sendall(head.replace("\n", "\r\n").encode() + b"\r\n" + body)
         received = b""
         while True:
             try:
