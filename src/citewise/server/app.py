@@ -10,6 +10,7 @@
     /mcp                     the MCP server (streamable HTTP): search_docs, open_citation, ask, documents
     /widget.js               the embeddable chat widget (a static file of citewise/web/)
     /health /ready /metrics  liveness, readiness, Prometheus
+    /docs /openapi.json      the API reference (Swagger UI, served from the package: api_docs.py) and its schema
     /                        the web chat (static files from citewise/web/), mounted after the API
 
 Errors from the CitewiseError tree are mapped to HTTP in one place (`http_errors.map_error`); docs/server.md lists the
@@ -44,6 +45,7 @@ from citewise.errors import CitewiseError
 from citewise.feedback.store import FeedbackStore, open_feedback_store
 from citewise.index.knowledge_base import KnowledgeBase
 from citewise.index.retriever import Retriever
+from citewise.server.api_docs import add_api_docs
 from citewise.server.auth import rate_limiters
 from citewise.server.deps import ServerState
 from citewise.server.gate import RequestGate
@@ -126,8 +128,12 @@ def create_app(
         version=__version__,
         summary="Grounded documentation Q&A: answers only from your docs, with citations.",
         lifespan=lifespan,
+        # FastAPI's own /docs and /redoc load their scripts from CDNs; /docs is served from the package instead.
+        docs_url=None,
+        redoc_url=None,
     )
     app.state.citewise = state
+    add_api_docs(app)
 
     app.include_router(health.router)
     app.include_router(chat.router)
