@@ -569,24 +569,28 @@ def doctor(
     home: HomeOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
-    """Check that the index and the registry agree: duplicate chunks, orphan chunks, chunk counts.
+    """Check that the index and the registry agree: duplicate chunks, orphan chunks, chunk counts; and show what
+    the home holds on disk, part by part.
 
     Exit code 0 when nothing is wrong (or everything found was repaired), 1 when problems remain.
     """
 
     def go() -> int:
-        from citewise.index.doctor import check
+        from citewise.index.doctor import DoctorReport, check, home_usage
         from citewise.index.knowledge_base import KnowledgeBase
 
         settings = _settings(home)
         kb = KnowledgeBase(settings)
         if not repair and not kb.registry.exists:
+            usage = home_usage(settings)
             if as_json:
-                print(json.dumps({"documents": 0, "chunk_rows": 0, "problems": [], "repaired": False}))
+                print(DoctorReport(home_usage=usage).model_dump_json())
             else:
                 say(out, "No Citewise home at {} (nothing was ever ingested there).", settings.home.resolve())
+                _print_home_usage(usage)
             return 0
         report = check(kb, repair=repair, wait_s=0 if no_wait else None, on_wait=_waiting)
+        report.home_usage = home_usage(settings)
         home_dir = "the PostgreSQL database" if settings.uses_postgres else settings.home
         if as_json:
             print(report.model_dump_json())
@@ -607,9 +611,27 @@ def doctor(
                 say(out, "[red]{} problem(s) remain.[/]{}", remaining, hint)
             else:
                 say(out, "[green]Repaired {} problem(s).[/]", len(report.problems))
+            _print_home_usage(report.home_usage)
         return 1 if report.remaining else 0
 
     _run(go)
+
+
+def _print_home_usage(usage) -> None:
+    """The home's size by part (`citewise doctor`), then the total."""
+    from citewise.index.doctor import HOME_PARTS, human_bytes
+
+    if usage is None:
+        return
+    say(out, "On disk in {}:", usage.home)
+    table = Table()
+    table.add_column("part")
+    table.add_column("size", justify="right")
+    for part, size in usage.parts.items():
+        table.add_row(HOME_PARTS[part], human_bytes(size))
+    table.add_section()
+    table.add_row("total", human_bytes(usage.total))
+    out.print(table)
 
 
 # -- sources -------------------------------------------------------------------------------------------------------

@@ -332,6 +332,14 @@ class ServerSettings(BaseModel):
     log_questions: bool = Field(
         True, description="Log questions and outcomes under CITEWISE_HOME (for `citewise gaps`)."
     )
+    keep_sessions_days: float = Field(
+        30.0,
+        ge=0,
+        description=(
+            "Conversation sessions not continued for this many days are deleted (when the server starts, then "
+            "daily); 0 keeps them forever."
+        ),
+    )
     cors_origins: tuple[str, ...] = Field((), description="Origins allowed to call the API from a browser.")
     max_body_mb: float = Field(
         1.0, gt=0, description="Largest request body of the JSON endpoints (larger: 413, before it is read)."

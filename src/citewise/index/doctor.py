@@ -10,18 +10,24 @@ What it looks for, and what `--repair` does about it (under the home's write loc
   place — each chunk's units computed from its stored text, as ingest computes them; nothing is re-embedded.
 
 PENDING documents are not checked: a writer may be between two commits of one of them.
+
+It also reports what the home holds on disk, part by part (`home_usage`): one `os.scandir` walk that follows no
+symbolic link and only reads.
 """
 
 from __future__ import annotations
 
+import os
 from collections import Counter, defaultdict
 from collections.abc import Callable
 from enum import StrEnum
+from pathlib import Path
 
 from pydantic import BaseModel, Field
 
 from citewise.index.knowledge_base import KnowledgeBase
 from citewise.index.registry import now_iso
+from citewise.settings import Settings
 from citewise.types import DocStatus
 
 
@@ -40,11 +46,35 @@ class Problem(BaseModel):
     fixed: str = ""  # what --repair did about it
 
 
+# What a home holds, in the order `citewise doctor` lists it, with the words it uses.
+HOME_PARTS = {
+    "index": "index",
+    "registry": "registry and state databases",
+    "sessions": "conversation sessions",
+    "feedback": "feedback",
+    "llm_cache": "LLM cache",
+    "question_log": "question log",
+    "sources": "sources",
+    "uploads": "uploads",
+    "models": "models",
+    "other": "other",
+}
+
+
+class HomeUsage(BaseModel):
+    """Bytes on disk under the home, by part (every part of HOME_PARTS, 0 when absent), and their total."""
+
+    home: str
+    parts: dict[str, int] = Field(default_factory=lambda: dict.fromkeys(HOME_PARTS, 0))
+    total: int = 0
+
+
 class DoctorReport(BaseModel):
     documents: int = 0
     chunk_rows: int = 0
     problems: list[Problem] = Field(default_factory=list)
     repaired: bool = False
+    home_usage: HomeUsage | None = None  # None: the home does not exist
 
     @property
     def remaining(self) -> list[Problem]:
@@ -158,3 +188,72 @@ def _repair(kb: KnowledgeBase, report: DoctorReport) -> None:
             problem.fixed = "marked PENDING: the next `citewise ingest` of its folder redoes it"
     for problem in by_kind[ProblemKind.OUTDATED_INDEX]:
         problem.fixed = f"upgraded in place: answer units recorded for {kb.upgrade()} chunk(s)"
+
+
+def home_usage(settings: Settings) -> HomeUsage | None:
+    """What the home holds on disk, by part (None when there is no home). Files are counted by their size; a part
+    that settings put outside the home (`models_dir`, `uploads_dir`, `generation.cache_path`) is not counted, it is
+    not the home's, and what is left in its old place counts as "other". A symbolic link counts as itself, never as
+    what it points at."""
+    home = Path(os.path.abspath(settings.home))
+    if not home.is_dir():
+        return None
+    places = {
+        settings.index_dir: "index",
+        settings.index_dir / "registry.sqlite3": "registry",
+        settings.index_dir / "sources.sqlite3": "registry",
+        settings.sessions_path: "sessions",
+        settings.feedback_path: "feedback",
+        settings.llm_cache_path: "llm_cache",
+        settings.questions_log_path: "question_log",
+        settings.sources_dir: "sources",
+        settings.uploads_path: "uploads",
+        settings.home / "models": "models",  # where models were kept before they moved to a per-machine cache
+        settings.model_cache_dir: "models",
+    }
+    rules: dict[tuple[str, ...], str] = {}
+    for path, part in places.items():
+        try:
+            rules[Path(os.path.abspath(path)).relative_to(home).parts] = part
+        except ValueError:  # moved out of the home
+            continue
+    usage = HomeUsage(home=str(home))
+    _add_sizes(str(home), (), "other", rules, usage.parts)
+    usage.total = sum(usage.parts.values())
+    return usage
+
+
+# SQLite keeps a database's journal beside it: `x.sqlite3-wal`, `-shm`, `-journal` belong to `x.sqlite3`'s part.
+_SQLITE_SIDE_FILES = ("-wal", "-shm", "-journal")
+
+
+def _add_sizes(folder: str, rel: tuple[str, ...], part: str, rules: dict, sizes: dict[str, int]) -> None:
+    try:
+        entries = list(os.scandir(folder))
+    except OSError:  # unreadable, or gone since: what can't be read isn't counted
+        return
+    for entry in entries:
+        name = entry.name
+        own = rules.get((*rel, name))
+        if own is None:
+            base = next((name.removesuffix(s) for s in _SQLITE_SIDE_FILES if name.endswith(s)), None)
+            own = rules.get((*rel, base), part) if base else part
+        try:
+            if entry.is_dir(follow_symlinks=False):
+                _add_sizes(entry.path, (*rel, name), own, rules, sizes)
+            else:
+                sizes[own] += entry.stat(follow_symlinks=False).st_size
+        except OSError:
+            continue
+
+
+def human_bytes(size: int) -> str:
+    """1536 → "1.5 KB": binary multiples, as the rest of Citewise counts megabytes."""
+    if size < 1024:
+        return f"{size} B"
+    value = float(size)
+    for unit in ("KB", "MB", "GB"):
+        value /= 1024
+        if value < 1024:
+            return f"{value:.1f} {unit}"
+    return f"{value / 1024:.1f} TB"

@@ -54,7 +54,7 @@ from citewise.server.mcp_server import MCPEndpoint
 from citewise.server.metrics import Metrics, MetricsMiddleware
 from citewise.server.routers import agent, chat, documents, feedback, health, openai_compat, sources
 from citewise.server.scheduler import SourceScheduler
-from citewise.server.sessions import open_checkpointer
+from citewise.server.sessions import open_checkpointer, tidying
 from citewise.server.writer import WriteQueue
 from citewise.settings import Settings
 
@@ -102,7 +102,11 @@ def create_app(
         if state.feedback is not None:
             await asyncio.to_thread(_forget_unrated, state.feedback, settings.feedback.keep_answers_days)
         try:
-            async with open_checkpointer(settings) as saver, mcp.running() if mcp else contextlib.nullcontext():
+            async with (
+                open_checkpointer(settings) as saver,
+                tidying(saver, settings.server.keep_sessions_days),  # sessions past their retention, in the background
+                mcp.running() if mcp else contextlib.nullcontext(),
+            ):
                 state.checkpointer = saver
                 if state.citewise is not None and getattr(state.citewise, "checkpointer", None) is None:
                     state.citewise.checkpointer = saver
