@@ -69,8 +69,8 @@ def wait_for_quiet(max_load: float = 0.6, timeout_s: float = 900) -> float:
 
 
 def cli_env(home: Path, **extra: str) -> dict[str, str]:
-    """The environment for a `citewise` subprocess of a bench on `home`: offline, and one exported model shared by every
-    run (a fresh models folder costs a torch import and an export each time)."""
+    """The environment for a `citewise` subprocess of a bench on `home`: offline, and one models cache shared by every
+    run (ONNX Runtime's optimised graphs of the shipped models, kept by the first run as on a user's machine)."""
     models = os.environ.get("CITEWISE_MODELS_DIR") or str(Path(tempfile.gettempdir()) / "citewise-bench-models")
     return {
         **os.environ,

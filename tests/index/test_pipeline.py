@@ -102,6 +102,34 @@ def test_unchanged_reingest_does_not_load_the_embedding_model(tmp_path, corpus, 
     assert result["unchanged"] > 0
 
 
+def test_another_build_of_the_model_re_embeds_instead_of_mixing_vectors(settings, embedder, tmp_path):
+    """Vectors are reused by chunk text *and* the embedder's vectors key: a home built before keys existed (an fp32
+    export, whose key is "") is re-read and every chunk re-embedded by the shipped model's next ingest, not patched
+    with the old vectors; a later ingest with nothing changed embeds nothing."""
+    from citewise.index.knowledge_base import KnowledgeBase
+
+    class Unkeyed:  # the same model, as an embedder from before vectors keys (fp32 exports and torch have none)
+        name = embedder.name
+        makes_sentences = embedder.makes_sentences
+        embed_documents = staticmethod(embedder.embed_documents)
+        embed_query = staticmethod(embedder.embed_query)
+        embed_with_sentences = staticmethod(embedder.embed_with_sentences)
+
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    (docs / "a.md").write_text("# Alpha\n\nThe alpha service listens on port 7301.\n\n## Limits\n\nAlpha allows 40.\n")
+    old = Ingestor(KnowledgeBase(settings, embedder=Unkeyed())).ingest_paths([docs])
+    assert old.chunks_embedded == old.chunks_total > 1
+
+    assert embedder.vectors_key.startswith("shipped:")
+    new = Ingestor(KnowledgeBase(settings, embedder=embedder)).ingest_paths([docs])
+    assert (new.indexed, new.unchanged) == (1, 0)
+    assert new.chunks_embedded == new.chunks_total == old.chunks_total and new.chunks_reused == 0
+
+    again = Ingestor(KnowledgeBase(settings, embedder=embedder)).ingest_paths([docs])
+    assert (again.unchanged, again.chunks_embedded) == (1, 0)
+
+
 def test_changed_file_replaces_exactly_its_chunks(kb, tmp_path):
     docs = tmp_path / "docs"
     docs.mkdir()

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 import math
-import shutil
 from pathlib import Path
 
 import lancedb
@@ -17,7 +16,7 @@ import psycopg
 import pytest
 
 from citewise.errors import ConfigError
-from citewise.index.embeddings import BUNDLED_MODEL, OnnxEmbedder, resolve_local_model
+from citewise.index.embeddings import BUNDLED_MODEL, OnnxEmbedder
 from citewise.index.knowledge_base import KnowledgeBase
 from citewise.index.lancedb_store import SENTENCES, TABLE, LanceStore
 from citewise.index.postgres_store import PostgresStore
@@ -235,17 +234,27 @@ def test_only_a_mean_pooling_model_makes_sentence_vectors(tmp_path, settings, ma
     """A span has no CLS token of its own: a CLS-pooling model makes none, and says so before it is loaded, so the
     ingest keeps reusing its stored vectors (a stored vector without sentences is re-embedded only when the
     embedder would make them)."""
-    bundled = Path(resolve_local_model(BUNDLED_MODEL))
-    cls_model = tmp_path / "cls-model"
-    shutil.copytree(bundled, cls_model, ignore=shutil.ignore_patterns("model.safetensors"))
-    pooling = json.loads((cls_model / "1_Pooling" / "config.json").read_text())
-    pooling.update(pooling_mode_cls_token=True, pooling_mode_mean_tokens=False)
-    (cls_model / "1_Pooling" / "config.json").write_text(json.dumps(pooling))
 
-    cls = OnnxEmbedder("local:cls", str(cls_model), tmp_path / "models", quantize=False)
+    def model_folder(name: str, *, cls_pooling: bool) -> Path:  # a sentence-transformers config without weights
+        folder = tmp_path / name
+        (folder / "1_Pooling").mkdir(parents=True)
+        modules = [
+            {"idx": 0, "name": "0", "path": "", "type": "sentence_transformers.models.Transformer"},
+            {"idx": 1, "name": "1", "path": "1_Pooling", "type": "sentence_transformers.models.Pooling"},
+            {"idx": 2, "name": "2", "path": "2_Normalize", "type": "sentence_transformers.models.Normalize"},
+        ]
+        (folder / "modules.json").write_text(json.dumps(modules))
+        pooling = {"pooling_mode_cls_token": cls_pooling, "pooling_mode_mean_tokens": not cls_pooling}
+        (folder / "1_Pooling" / "config.json").write_text(json.dumps(pooling))
+        (folder / "sentence_bert_config.json").write_text(json.dumps({"max_seq_length": 256}))
+        return folder
+
+    cls = OnnxEmbedder("local:cls", str(model_folder("cls", cls_pooling=True)), tmp_path / "models", quantize=False)
     assert not cls.makes_sentences and cls.load_count == 0
-    mean = OnnxEmbedder("local:mean", BUNDLED_MODEL, tmp_path / "models", quantize=False)
+    mean = OnnxEmbedder("local:mean", str(model_folder("mean", cls_pooling=False)), tmp_path / "models", quantize=True)
     assert mean.makes_sentences and mean.load_count == 0
+    shipped = OnnxEmbedder("local:all-MiniLM-L6-v2", BUNDLED_MODEL, tmp_path / "models", quantize=True)
+    assert shipped.makes_sentences and shipped.load_count == 0
     assert make_kb(settings).pools_sentences  # the bundled model, on the default backend
 
 

@@ -16,6 +16,7 @@ from citewise.llm.models import LLMClient
 from citewise.settings import Settings
 
 
+@pytest.mark.extras
 def test_bundled_gguf_is_found_inside_the_package():
     path = bundled_gguf()
     assert path.suffix == ".gguf" and path.stat().st_size > 10_000_000
@@ -53,6 +54,7 @@ def test_missing_local_model_path_is_a_config_error(tmp_path):
 
 
 @pytest.mark.slow
+@pytest.mark.extras
 def test_smollm2_generates_deterministically(tmp_path):
     settings = Settings(home=tmp_path / "home", llm="local", generation={"max_tokens": 16, "cache": False})
     client = LLMClient(settings)

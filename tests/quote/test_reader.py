@@ -64,6 +64,19 @@ def test_the_same_input_gives_the_same_scores(reader):
     assert first == again and first[0] == first[1] == first[2]
 
 
+def test_a_kept_optimised_graph_scores_exactly_as_a_fresh_session(reader, tmp_path):
+    """With the machine's models cache, the first reader keeps ORT's optimised graph there and the next process's
+    reader loads it, optimising nothing: the same scores to the bit as a session optimised in memory."""
+    units = answer_units(PASSAGE)
+    question, passages = "What port does the daemon listen on?", [(HEADING, PASSAGE, units)] * 2
+    fresh = reader.score(question, passages)
+    first = Reader(keep=tmp_path).score(question, passages)
+    (kept,) = tmp_path.glob("reader-*/reader.ort-*/model.onnx")
+    made = kept.stat().st_mtime_ns
+    assert Reader(keep=tmp_path).score(question, passages) == first == fresh
+    assert kept.stat().st_mtime_ns == made
+
+
 def test_a_long_passage_is_read_in_windows_cut_between_units():
     encoder = Encoder(MODEL_DIR / "tokenizer.json", max_tokens=64)
     text = " ".join(f"Sentence {i} says one more thing about the daemon and its port." for i in range(30))

@@ -59,7 +59,7 @@ class QuotePolicy:
     @property
     def answerer(self) -> QuoteAnswerer:
         if self._answerer is None:  # the reader model loads on the first answer, not with the agent
-            self._answerer = QuoteAnswerer(self.settings.quote)
+            self._answerer = QuoteAnswerer(self.settings.quote, models_dir=self.settings.model_cache_dir)
         return self._answerer
 
     def search_depth(self, state: AgentState) -> int:

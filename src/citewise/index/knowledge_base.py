@@ -11,6 +11,7 @@ manifest, vocabulary and version row are tables there, and the write lock is an 
 
 from __future__ import annotations
 
+import hashlib
 import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager, suppress
@@ -119,6 +120,18 @@ class KnowledgeBase:
         vectors = self.embedder.embed_documents(texts)
         self._check_dimension(vectors.shape[1])
         return vectors
+
+    @property
+    def vectors_key(self) -> str:
+        """The embedder's `vectors_key` ("" for those whose vectors never changed under the same name)."""
+        return str(getattr(self.embedder, "vectors_key", ""))
+
+    def ingest_fingerprint(self) -> str:
+        """`Settings.ingest_fingerprint` and the embedder's vectors key: a file is read again, and its chunks
+        re-embedded, when either changes."""
+        key = self.vectors_key
+        fingerprint = self.settings.ingest_fingerprint()
+        return fingerprint if not key else hashlib.sha256(f"{fingerprint}\0{key}".encode()).hexdigest()[:16]
 
     @property
     def pools_sentences(self) -> bool:

@@ -217,7 +217,7 @@ class Ingestor:
         self._wait_s = wait_s
         self._on_wait = on_wait
         self._should_stop = should_stop or (lambda: False)
-        self._fingerprint = self.settings.ingest_fingerprint()
+        self._fingerprint = kb.ingest_fingerprint()
         self._known: set[str] = set()  # doc ids the registry had when this run started
         self._pools_sentences = False  # whether chunks get sentence vectors: set per run (`_run`)
         self._texts_embedded = 0  # for the progress line: texts embedded this run, kept or not
@@ -473,6 +473,10 @@ class Ingestor:
         yield part
 
     def _stored_vectors(self, doc: _Doc, chunks: list[Chunk]) -> list[_Stored | None]:
+        key = self.kb.vectors_key
+        if key:  # stored and looked up under the embedder's key: another build's vectors are never reused
+            for chunk in chunks:
+                chunk.content_hash = digest(chunk.content_hash, key)
         if doc.job.doc_id not in self._known and not doc.committed:
             return [None] * len(chunks)
         known = self.kb.store.vectors_by_hash([doc.job.doc_id], hashes=[c.content_hash for c in chunks])

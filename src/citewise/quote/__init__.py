@@ -23,6 +23,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from citewise.quote.compose import (
     RULES,
@@ -63,12 +64,13 @@ _READER: Reader | None = None
 _READER_LOCK = threading.Lock()
 
 
-def shared_reader() -> Reader:
-    """The shipped reader, one per process (its ONNX session is read-only and thread-safe)."""
+def shared_reader(keep: Path | None = None) -> Reader:
+    """The shipped reader, one per process (its ONNX session is read-only and thread-safe); `keep`: the machine's
+    models cache, where its optimised graph is kept for the next process (the first caller's is used)."""
     global _READER
     with _READER_LOCK:
         if _READER is None:
-            _READER = Reader()
+            _READER = Reader(keep=keep)
         return _READER
 
 
@@ -127,9 +129,9 @@ def readable(passages: Sequence[Passage], limit: int) -> list[Passage]:
 class QuoteAnswerer:
     """Quote mode's answerer: the reader scores, the decision decides, the composer quotes."""
 
-    def __init__(self, settings: QuoteSettings, reader: Reader | None = None) -> None:
+    def __init__(self, settings: QuoteSettings, reader: Reader | None = None, models_dir: Path | None = None) -> None:
         self.settings = settings
-        self.reader = reader or shared_reader()
+        self.reader = reader or shared_reader(models_dir)
 
     def score(self, question: Question, passages: Sequence[Passage]) -> list[Candidate]:
         """Every unit of the passages, scored by the reader and ranked with the evidence beside it, best first."""

@@ -27,6 +27,7 @@ from pathlib import Path
 import numpy as np
 
 from citewise.errors import ConfigError
+from citewise.onnx_sessions import kept_session
 
 MODEL_DIR = Path(__file__).parent / "model"
 MODEL_FILE = "reader.onnx"
@@ -131,8 +132,11 @@ class Scores:
 class Reader:
     """The shipped reader on ONNX Runtime. Loads on first use; one session per process, shared by threads."""
 
-    def __init__(self, model_dir: Path | str = MODEL_DIR) -> None:
+    def __init__(self, model_dir: Path | str = MODEL_DIR, keep: Path | None = None) -> None:
+        """`keep`: a folder of the machine's models cache where ONNX Runtime's optimised graph of the model is kept
+        for the next process (`citewise.onnx_sessions`); None optimises in memory every time."""
         self.model_dir = Path(model_dir)
+        self._keep = keep
         self._session = None
         self._encoder: Encoder | None = None
         self._lock = threading.Lock()
@@ -163,14 +167,10 @@ class Reader:
                     raise ConfigError(f"{model} does not match its manifest's sha256: reinstall Citewise.")
                 import onnxruntime as ort
 
-                options = ort.SessionOptions()
-                options.intra_op_num_threads = THREADS
-                options.inter_op_num_threads = 1
-                options.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
-                options.log_severity_level = 3
                 try:
                     encoder = Encoder(self.model_dir / TOKENIZER_FILE, int(manifest.get("max_tokens", MAX_TOKENS)))
-                    session = ort.InferenceSession(str(model), options, providers=["CPUExecutionProvider"])
+                    keep = None if self._keep is None else self._keep / f"reader-{digest[:12]}"
+                    session = kept_session(ort, model, keep, threads=THREADS)
                 except Exception as exc:  # the tokenizer's and ONNX Runtime's own errors say nothing of what to do
                     raise ConfigError(
                         f"Quote mode's reader in {self.model_dir} can't be loaded ({exc}): reinstall Citewise."

@@ -250,7 +250,7 @@ def _sync_git_snapshot(kb, ingestor, name, spec, state, report, repo: GitReposit
     report.revision = snapshot.commit
     # The ingest fingerprint too: a change of chunking or of what is stored per chunk (sentence vectors) re-reads
     # every file, as it does for `citewise ingest`; unchanged chunks still reuse their vectors.
-    layout = f"{repo.layout(snapshot)}\0{kb.settings.ingest_fingerprint()}"
+    layout = f"{repo.layout(snapshot)}\0{kb.ingest_fingerprint()}"
     known = state.documents(name)
     rows: dict[str, SourceDocument] = {}
     docs: list[ParsedDocument] = []
