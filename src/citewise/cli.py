@@ -123,7 +123,13 @@ def _progress(enabled: bool):
         return
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn  # writers only
 
-    labels = {"parse": "Parsing", "embed": "Embedding chunks", "optimize": "Updating indexes", "query": "Querying"}
+    labels = {
+        "parse": "Reading files",
+        "embed": "Embedding chunks",
+        "write": "Writing to the index",
+        "optimize": "Updating indexes",
+        "query": "Querying",
+    }
     with Progress(
         TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(), console=err
     ) as progress:

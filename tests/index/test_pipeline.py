@@ -130,6 +130,23 @@ def test_another_build_of_the_model_re_embeds_instead_of_mixing_vectors(settings
     assert (again.unchanged, again.chunks_embedded) == (1, 0)
 
 
+def test_progress_names_the_phase_the_time_goes_to(kb, tmp_path):
+    """Each phase reports as it begins, not only after its first step: embedding shows 0 done before the first model
+    call (the model may load then), and the write to the index has a phase of its own, before the indexes."""
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    for i in range(3):
+        (docs / f"{i}.md").write_text(f"# Page {i}\n\nThe worker {i} drains queue {i} every {i + 2} minutes.\n")
+    seen: list[tuple[str, int, int]] = []
+    Ingestor(kb, progress=lambda stage, done, total: seen.append((stage, done, total))).ingest_paths([docs])
+    stages = list(dict.fromkeys(stage for stage, _, _ in seen))
+    assert stages == ["parse", "embed", "write", "optimize"]
+    first_embed = next(event for event in seen if event[0] == "embed")
+    assert first_embed[1] == 0 and first_embed[2] > 0
+    assert ("write", 0, 1) in seen and ("write", 1, 1) in seen
+    assert seen.index(("write", 0, 1)) > seen.index(first_embed)
+
+
 def test_changed_file_replaces_exactly_its_chunks(kb, tmp_path):
     docs = tmp_path / "docs"
     docs.mkdir()

@@ -504,6 +504,8 @@ class Ingestor:
                 return
         finished = {d.job.doc_id: d.made for d in batch.docs if d.complete}
         stored = [pair for pair in batch.vectors if pair is not None]
+        # The phase the time goes to, as it goes: the commits so far of the ones this run has begun.
+        self.progress("write", report.commits, report.commits + 1)
         self.kb.store.write_chunks(
             batch.chunks,
             np.vstack([vector for vector, _ in stored]),
@@ -511,6 +513,7 @@ class Ingestor:
             sentences=[matrix for _, matrix in stored],
         )
         report.commits += 1
+        self.progress("write", report.commits, report.commits)
         docs = {d.job.doc_id: d for d in batch.docs}
         for chunk in batch.chunks:
             doc = docs[chunk.doc_id]
@@ -543,6 +546,8 @@ class Ingestor:
         # Progress counts the texts embedded so far; the report counts only the chunks written (`_commit`): not
         # those of a document the provider then refuses.
         embedded = self._texts_embedded
+        if missing:  # the bar shows from the first call on (a model loads then), not after it
+            self.progress("embed", embedded, embedded + len(missing))
         for start in range(0, len(missing), size):
             if self._should_stop():  # checked per embedder call: a server shutdown waits for one call, not a batch
                 raise _Interrupted
