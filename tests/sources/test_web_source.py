@@ -355,3 +355,23 @@ def test_a_page_dropped_from_the_sitemap_is_removed_only_when_nothing_links_to_i
     assert report.ok and report.complete and report.removed == 1
     assert site.requests_for("/docs/changelog.html") == []  # still served (200), but no longer published
     assert _indexed_urls(kb) == {site.url(p) for p in sf.FIRST_INDEXED}
+
+
+def test_pages_read_under_other_ingest_settings_are_read_again_not_kept(site, tmp_path, make_kb):
+    """A 304 (or the same bytes) says the page did not change, not that what is stored was made the way this run
+    would make it: after a change of the ingest fingerprint (chunking here; an embedding model's build likewise),
+    the next sync fetches every page in full and ingests it again, then goes back to conditional requests."""
+    settings = source_settings(tmp_path / "home", acme=_spec(site))
+    assert sync_source(make_kb(settings), "acme").ok
+    pages = len(_indexed_urls(make_kb(settings)))
+
+    wider = settings.model_copy(update={"ingest": settings.ingest.model_copy(update={"chunk_size": 1400})})
+    site.clear_log()
+    again = sync_source(make_kb(wider), "acme")
+    assert again.ok, again.error
+    assert again.updated == pages and again.not_modified == 0
+    assert not any(hit.headers.get("if-none-match") for hit in site.log)
+
+    site.clear_log()
+    steady = sync_source(make_kb(wider), "acme")
+    assert steady.ok and (steady.added, steady.updated) == (0, 0) and steady.not_modified >= 3

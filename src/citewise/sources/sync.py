@@ -24,6 +24,7 @@ import logging
 import shutil
 import time
 from collections.abc import Callable
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path, PurePosixPath
 
@@ -181,10 +182,25 @@ def next_run(run: SourceRun, *, now: datetime | None = None) -> datetime | None:
 
 
 # -- web -------------------------------------------------------------------------------------------------------
+def _read_under(fingerprint: str, known: dict[str, SourceDocument]) -> dict[str, SourceDocument]:
+    """The crawler's view of the pages stored last time. A page's stored hash is `FINGERPRINT:sha256(body)`: one read
+    under another ingest fingerprint (chunking, embedding model or build) goes out with no conditional request and
+    no hash to match, so it is read and ingested again instead of keeping what the old settings made of it."""
+    view = {}
+    for key, record in known.items():
+        prefix, _, digest = record.content_hash.rpartition(":")
+        if prefix == fingerprint:
+            view[key] = replace(record, content_hash=digest)
+        else:
+            view[key] = replace(record, content_hash="", etag="", last_modified="")
+    return view
+
+
 def _sync_web(kb, ingestor, name, spec, state, report, should_stop) -> None:
     settings = kb.settings
+    fingerprint = kb.ingest_fingerprint()
     known = state.documents(name)
-    crawler = WebCrawler(spec, settings.sync, known, should_stop=should_stop)
+    crawler = WebCrawler(spec, settings.sync, _read_under(fingerprint, known), should_stop=should_stop)
     crawl = asyncio.run(crawler.run(deadline_s=settings.sync.max_sync_s))
     if should_stop is not None and should_stop():
         raise SourceError("stopped before it finished (the server is shutting down); nothing was changed")
@@ -222,6 +238,8 @@ def _sync_web(kb, ingestor, name, spec, state, report, should_stop) -> None:
         if url in failed:  # read in full again next time: no hash to match, no conditional request
             page.record.note, page.record.content_hash = failed[url], ""
             page.record.etag = page.record.last_modified = ""
+        elif page.record.content_hash:
+            page.record.content_hash = f"{fingerprint}:{page.record.content_hash}"
         rows[url] = page.record
     for key, old in known.items():
         if key in rows or key in crawl.gone:
