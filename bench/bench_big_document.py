@@ -117,8 +117,8 @@ def _versions(home: Path) -> int:
 
 
 def warm_models(models: Path, scratch: Path) -> None:
-    """Export the local model once, outside the measurement: a first run in a fresh models folder loads torch to
-    export it, which would dominate both figures."""
+    """Start the models once, outside the measurement: the first run in a fresh models cache keeps ONNX Runtime's
+    optimised graph there, which later runs (a user's every run after the first) only load."""
     scratch.mkdir(parents=True, exist_ok=True)
     (scratch / "warm.md").write_text("# Warm\n\nWarm up the model.\n")
     env = {**os.environ, "CITEWISE_HOME": str(scratch / "home"), "CITEWISE_MODELS_DIR": str(models)}

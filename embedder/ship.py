@@ -63,7 +63,7 @@ SETS = {
         "ClapNQ: Apache-2.0 (primeqa/clapnq); passages from Natural Questions / Wikipedia, CC BY-SA 3.0",
     ),
 }
-# Golden texts: the shipped model must give these vectors (tests/index/test_shipped_embedder.py), and they come
+# Golden texts: the shipped model must give these vectors (tests/index/test_embeddings.py), and they come
 # within `min_cosine` of sentence-transformers' fp32 vectors on torch.
 GOLDEN_TEXTS = [
     "Run `orbitron queue create --name emails` to create a queue.",
@@ -91,6 +91,9 @@ class FileEmbedder(OnnxEmbedder):
 
     def _files(self):
         return self._given
+
+    def _shipped(self):
+        return None
 
     def _pipeline(self) -> Pipeline:
         return self._given[2]

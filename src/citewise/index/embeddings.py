@@ -12,6 +12,7 @@ Vectors come back L2-normalised float32, so cosine similarity is a dot product w
 from __future__ import annotations
 
 import hashlib
+import importlib.util
 import json
 import logging
 import os
@@ -128,6 +129,12 @@ class LocalEmbedder:
     def _model_path(self) -> str:
         return resolve_local_model(self._model_ref)
 
+    def check(self) -> None:
+        """Raise now, loading nothing, what the first embedding would: a missing extra, a model that is gone."""
+        if importlib.util.find_spec("sentence_transformers") is None:
+            raise MissingExtraError("embeddings_backend = 'torch'", "export", "sentence-transformers")
+        self._model_path()
+
     def _load(self):
         with self._lock:
             if self._model is None:
@@ -178,6 +185,7 @@ class OnnxEmbedder:
         self._batch_size = batch_size
         self._session = None
         self._pooling: str | None = None  # "mean" or "cls", from the model's config (`_pipeline`)
+        self._shipped_model: ShippedModel | None = None  # the package's manifest, read once
         self._lock = threading.Lock()
         self.load_count = 0
 
@@ -200,8 +208,25 @@ class OnnxEmbedder:
         """The package's model when it is the one asked for (the bundled model, in the shipped variant)."""
         if self._model_ref != BUNDLED_MODEL:
             return None
-        shipped = ShippedModel.load()
-        return shipped if shipped.backend == self.backend else None
+        if self._shipped_model is None:
+            self._shipped_model = ShippedModel.load()
+        return self._shipped_model if self._shipped_model.backend == self.backend else None
+
+    def check(self) -> None:
+        """Raise now, loading nothing, what the first embedding would: a model that is gone, or an export this
+        machine can't make (no [export] extra)."""
+        if self._shipped() is not None:
+            return
+        model_dir = Path(resolve_local_model(self._model_ref))
+        read_pipeline(model_dir)
+        if not self._target(model_dir).exists() and importlib.util.find_spec("torch") is None:
+            raise MissingExtraError(f"Exporting the local embedding model {model_dir} to ONNX", "export")
+
+    def _target(self, model_dir: Path) -> Path:
+        """Where this model's export for this backend lives in the models cache."""
+        key = hashlib.sha256((model_dir / "config.json").read_bytes()).hexdigest()[:12]
+        folder = self._cache_dir / f"{model_dir.name}-{key}"
+        return folder / (f"model_{INT8_FILE}.onnx" if self._quantize else "model.onnx")
 
     def _pipeline(self) -> Pipeline:
         shipped = self._shipped()
@@ -216,12 +241,16 @@ class OnnxEmbedder:
             return shipped.onnx, shipped.tokenizer, shipped.pipeline, self._cache_dir / f"shipped-{shipped.sha256[:12]}"
         model_dir = Path(resolve_local_model(self._model_ref))
         pipeline = read_pipeline(model_dir)
-        key = hashlib.sha256((model_dir / "config.json").read_bytes()).hexdigest()[:12]
-        folder = self._cache_dir / f"{model_dir.name}-{key}"
-        target = folder / (f"model_{INT8_FILE}.onnx" if self._quantize else "model.onnx")
+        target = self._target(model_dir)
         if not target.exists():
-            export(model_dir, target, INT8 if self._quantize else "none")
-        return target, model_dir / "tokenizer.json", pipeline, folder
+            try:
+                export(model_dir, target, INT8 if self._quantize else "none")
+            except OSError as exc:  # an unwritable models cache: say which setting moves it
+                raise ConfigError(
+                    f"Could not write the exported model into the models cache {self._cache_dir} ({exc}). "
+                    "Point models_dir (CITEWISE_MODELS_DIR) at a folder this user can write."
+                ) from exc
+        return target, model_dir / "tokenizer.json", pipeline, target.parent
 
     def _load(self):
         with self._lock:
@@ -230,6 +259,7 @@ class OnnxEmbedder:
                 from tokenizers import Tokenizer
 
                 model, tokenizer_file, pipeline, keep = self._files()
+                shipped = self._shipped()
                 self._pooling, self._normalize = pipeline.pooling, pipeline.normalize
                 tokenizer = Tokenizer.from_file(str(tokenizer_file))
                 tokenizer.enable_truncation(max_length=pipeline.max_seq_length)
@@ -238,7 +268,7 @@ class OnnxEmbedder:
                 tokenizer.no_padding()
                 self._pad_id = tokenizer.token_to_id("[PAD]") or 0
                 self._tokenizer = tokenizer
-                self._session = _optimised_session(ort, model, keep)
+                self._session = _optimised_session(ort, model, keep, shipped.sha256 if shipped else None)
                 self._inputs = {i.name for i in self._session.get_inputs()}
                 self.load_count += 1
         return self._session
@@ -339,9 +369,9 @@ def _pool_sentences(hidden: np.ndarray, encoding, spans: SentenceSpans) -> np.nd
     return _normalise(np.vstack(rows))
 
 
-def _optimised_session(ort, model: Path, keep: Path):
+def _optimised_session(ort, model: Path, keep: Path, stamp: str | None = None):
     """The embedder's session, from the graph kept optimised in the models cache (`citewise.onnx_sessions`)."""
-    return kept_session(ort, model, keep)
+    return kept_session(ort, model, keep, stamp=stamp)
 
 
 @dataclass(frozen=True)
@@ -413,7 +443,7 @@ def create_embedder(settings: Settings) -> Embedder:
     """Build the embedder named by `settings.embeddings`. Cheap: nothing heavy is imported or loaded here."""
     provider, model = (part.strip() for part in settings.embeddings.split(":", 1))
     if provider == "local":
-        backend = settings.embeddings_backend
+        backend = settings.local_backend
         if backend == "torch":
             return LocalEmbedder(settings.embeddings, model, batch_size=settings.ingest.embed_batch_size)
         return OnnxEmbedder(

@@ -15,6 +15,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import tempfile
 import warnings
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -87,7 +88,7 @@ def export_onnx(model_dir: Path, fp32: Path) -> None:
 
     sample = torch.ones((2, 8), dtype=torch.long)
     names = ["input_ids", "attention_mask", "token_type_ids"]
-    tmp = fp32.with_suffix(".tmp")
+    tmp = _scratch(fp32)
     # The exporter warns about internals a user can do nothing about; keep the terminal clean.
     with warnings.catch_warnings(), torch.no_grad():
         warnings.simplefilter("ignore")
@@ -105,6 +106,9 @@ def export_onnx(model_dir: Path, fp32: Path) -> None:
                 dynamo=False,
                 do_constant_folding=True,
             )
+        except BaseException:
+            tmp.unlink(missing_ok=True)
+            raise
         finally:
             logging.root.setLevel(previous)
     os.replace(tmp, fp32)
@@ -118,7 +122,8 @@ def quantize(fp32: Path, target: Path, how: Quantize) -> None:
         from onnxruntime.quantization import QuantType, quantize_dynamic
     except ImportError as exc:  # onnxruntime's quantizer needs the `onnx` package
         raise MissingExtraError("Quantizing an ONNX model", "export", "onnx") from exc
-    tmp = target.with_suffix(".tmp")
+    target.parent.mkdir(parents=True, exist_ok=True)
+    tmp = _scratch(target)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         previous = logging.root.level
@@ -132,9 +137,20 @@ def quantize(fp32: Path, target: Path, how: Quantize) -> None:
                 reduce_range=True,
                 op_types_to_quantize=["MatMul", "Gather"] if how == "matmul+gather" else ["MatMul"],
             )
+        except BaseException:
+            tmp.unlink(missing_ok=True)
+            raise
         finally:
             logging.root.setLevel(previous)
     os.replace(tmp, target)
+
+
+def _scratch(target: Path) -> Path:
+    """A temporary file of its own beside `target` (two processes exporting at once never share one), renamed over
+    `target` when written."""
+    fd, name = tempfile.mkstemp(prefix=f".{target.name}-", suffix=".tmp", dir=target.parent)
+    os.close(fd)
+    return Path(name)
 
 
 def export(model_dir: Path, target: Path, how: Quantize) -> None:

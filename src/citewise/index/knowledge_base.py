@@ -121,6 +121,13 @@ class KnowledgeBase:
         self._check_dimension(vectors.shape[1])
         return vectors
 
+    def check_embedder(self) -> None:
+        """Raise, before a writer changes anything, what the embedder's first call would (a missing extra, a model
+        that is gone); loads nothing. Vendor embedders have nothing to check here."""
+        check = getattr(self.embedder, "check", None)
+        if check is not None:
+            check()
+
     @property
     def vectors_key(self) -> str:
         """The embedder's `vectors_key` ("" for those whose vectors never changed under the same name)."""

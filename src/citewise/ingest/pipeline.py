@@ -398,6 +398,7 @@ class Ingestor:
         self._check_owners(todo, records)
         # Asked once, before anything changes: it reads the model's config, and a model that is gone must stop the
         # run here, not fail (and empty) each document it meets.
+        self.kb.check_embedder()
         self._pools_sentences = self.kb.pools_sentences
         self._texts_embedded = 0
 

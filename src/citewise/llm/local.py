@@ -31,8 +31,10 @@ from langchain_core.callbacks import AsyncCallbackManagerForLLMRun, CallbackMana
 from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import AIMessage, AIMessageChunk, BaseMessage, SystemMessage, ToolMessage
 from langchain_core.outputs import ChatGeneration, ChatGenerationChunk, ChatResult
+from pydantic import Field
 
 from citewise.errors import ConfigError, MissingExtraError
+from citewise.settings import default_models_dir
 
 if TYPE_CHECKING:
     from citewise.settings import Settings
@@ -96,7 +98,7 @@ class _TransformersRuntime:
     """A causal LM on the CPU through transformers, greedy decoding."""
 
     def __init__(self, folder: Path) -> None:
-        from transformers import AutoModelForCausalLM, AutoTokenizer
+        AutoModelForCausalLM, AutoTokenizer = _transformers()
 
         self.tokenizer = AutoTokenizer.from_pretrained(folder)
         self.model = AutoModelForCausalLM.from_pretrained(folder)
@@ -207,6 +209,16 @@ _RUNTIMES: dict[tuple[str, str], _Runtime] = {}
 _RUNTIMES_LOCK = threading.Lock()
 
 
+def _transformers():
+    """transformers' auto classes, or the error that says which extra brings them (torch and transformers are no
+    longer installed with Citewise itself)."""
+    try:
+        from transformers import AutoModelForCausalLM, AutoTokenizer
+    except ImportError as exc:
+        raise MissingExtraError("The local answerer (llm = 'local')", "local-llm", "transformers torch") from exc
+    return AutoModelForCausalLM, AutoTokenizer
+
+
 def _converted_folder(gguf: Path, cache_dir: Path, *, bundled: bool) -> Path:
     """Where the de-quantized copy of a GGUF file lives (converting it first if needed)."""
     if bundled:
@@ -220,7 +232,7 @@ def _converted_folder(gguf: Path, cache_dir: Path, *, bundled: bool) -> Path:
     if (target / "config.json").exists():
         return target
 
-    from transformers import AutoModelForCausalLM, AutoTokenizer
+    AutoModelForCausalLM, AutoTokenizer = _transformers()
 
     log.info("Converting %s once into %s (later loads are fast)", gguf.name, target)
     tokenizer = AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name)
@@ -275,7 +287,7 @@ class LocalChatModel(BaseChatModel):
     """A chat model running on this machine's CPU (bundled SmolLM2 by default); greedy, so deterministic."""
 
     model_path: str | None = None
-    cache_dir: str = ".citewise/models"
+    cache_dir: str = Field(default_factory=lambda: str(default_models_dir()))
     max_new_tokens: int = 256
     seed: int = 42
     supports_tools: bool = False

@@ -170,7 +170,7 @@ class Reader:
                 try:
                     encoder = Encoder(self.model_dir / TOKENIZER_FILE, int(manifest.get("max_tokens", MAX_TOKENS)))
                     keep = None if self._keep is None else self._keep / f"reader-{digest[:12]}"
-                    session = kept_session(ort, model, keep, threads=THREADS)
+                    session = kept_session(ort, model, keep, stamp=digest, threads=THREADS)
                 except Exception as exc:  # the tokenizer's and ONNX Runtime's own errors say nothing of what to do
                     raise ConfigError(
                         f"Quote mode's reader in {self.model_dir} can't be loaded ({exc}): reinstall Citewise."
