@@ -22,6 +22,7 @@ from citewise.index.retriever import Retriever, apply_corrections
 from citewise.index.vocabulary import VocabularyView
 from citewise.quote import Part, Passage, QuoteAnswer, QuoteAnswerer, split_parts
 from citewise.settings import Settings
+from citewise.text import content_terms
 from citewise.types import REFUSAL_TEXT, AnswerMode, AnswerStyle, ScoredChunk, TraceKind, trace_event
 
 
@@ -46,6 +47,19 @@ def quote_search_depth(settings: Settings) -> int:
     """Passages a quote-mode search returns: twice the `quote.passages` it reads (a passage with nothing to quote
     gives way to the next), at least `agent.search_top_k`, at most what the retriever allows."""
     return min(settings.retrieval.max_top_k, max(settings.agent.search_top_k, 2 * settings.quote.passages))
+
+
+class _SelectionWords:
+    """The decision's corpus statistics (`citewise.quote.decide.CorpusStats`) of a selected text: one "chunk" holding
+    the stems of its content words."""
+
+    chunks = 1
+
+    def __init__(self, text: str) -> None:
+        self._stems = content_terms(text)
+
+    def stem_df(self, term: str) -> int:
+        return int(term in self._stems)
 
 
 class QuotePolicy:
@@ -158,11 +172,15 @@ class QuotePolicy:
         parts = split_parts(question)
         return [apply_corrections(p, corrections) for p in parts]
 
-    def answer_settings(self, state: AgentState) -> tuple[AnswerStyle, VocabularyView | None]:
-        """The answer's style and the words of the documents the asker sees (an in-memory view, safe to read from
-        another thread)."""
+    def answer_settings(self, state: AgentState) -> tuple[AnswerStyle, VocabularyView | _SelectionWords | None]:
+        """The answer's style and the words of what the answer may come from: the documents the asker sees (an
+        in-memory view, safe to read from another thread), or the selected text when the question is about one
+        (what the index never mentions says nothing about a selection that does)."""
         request = state["request"]
-        return AnswerStyle(request.style or AnswerStyle.DEFAULT), self.retriever.vocabulary(request.owner)
+        style = AnswerStyle(request.style or AnswerStyle.DEFAULT)
+        if request.selected_text:
+            return style, _SelectionWords(request.selected_text)
+        return style, self.retriever.vocabulary(request.owner)
 
     def answer(self, state: AgentState, parts: list[Part]) -> QuoteAnswer:
         style, corpus = self.answer_settings(state)
