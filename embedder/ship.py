@@ -17,7 +17,6 @@ Deterministic: export, quantization and evaluation take no random state; the sam
 from __future__ import annotations
 
 import argparse
-import hashlib
 import json
 import platform
 import shutil
@@ -30,6 +29,8 @@ import numpy as np
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "bench"))
+
+from reader.data import sha256  # noqa: E402
 
 import make_clapnq_beir  # noqa: E402
 import make_somnia_beir  # noqa: E402
@@ -72,14 +73,6 @@ GOLDEN_TEXTS = [
     "How do I remove deleted files from the index?",
     "A much longer passage about retries, dead-letter queues, visibility timeouts and batching. " * 8,
 ]
-
-
-def sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with path.open("rb") as handle:
-        for block in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
 
 
 class FileEmbedder(OnnxEmbedder):

@@ -210,7 +210,8 @@ def export(model, encoder: Encoder, target: Path, *, embeddings: bool = True) ->
     """fp32 ONNX, then int8 (dynamic, per channel, 7-bit weights as the embedder's export does). `embeddings`: the
     word embedding table too (its lookups, `Gather`): 30,522 × 384 floats are most of the file."""
     import torch
-    from onnxruntime.quantization import QuantType, quantize_dynamic
+
+    from citewise.index.export import quantize
 
     target.mkdir(parents=True, exist_ok=True)
     fp32 = WORK / "reader-fp32.onnx"
@@ -240,14 +241,7 @@ def export(model, encoder: Encoder, target: Path, *, embeddings: bool = True) ->
             do_constant_folding=True,
         )
     out = target / MODEL_FILE
-    quantize_dynamic(
-        str(fp32),
-        str(out),
-        weight_type=QuantType.QInt8,
-        per_channel=True,
-        reduce_range=True,
-        op_types_to_quantize=["MatMul", "Gather"] if embeddings else ["MatMul"],
-    )
+    quantize(fp32, out, "matmul+gather" if embeddings else "matmul")  # the embedder's quantizer, the same settings
     return fp32
 
 

@@ -17,6 +17,8 @@ import logging
 import os
 import tempfile
 import warnings
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Literal
@@ -88,30 +90,18 @@ def export_onnx(model_dir: Path, fp32: Path) -> None:
 
     sample = torch.ones((2, 8), dtype=torch.long)
     names = ["input_ids", "attention_mask", "token_type_ids"]
-    tmp = _scratch(fp32)
-    # The exporter warns about internals a user can do nothing about; keep the terminal clean.
-    with warnings.catch_warnings(), torch.no_grad():
-        warnings.simplefilter("ignore")
-        previous = logging.root.level
-        logging.root.setLevel(logging.ERROR)
-        try:
-            torch.onnx.export(
-                _LastHidden(base),
-                (sample, sample, torch.zeros_like(sample)),
-                str(tmp),
-                input_names=names,
-                output_names=["last_hidden_state"],
-                dynamic_axes={n: {0: "batch", 1: "seq"} for n in [*names, "last_hidden_state"]},
-                opset_version=17,
-                dynamo=False,
-                do_constant_folding=True,
-            )
-        except BaseException:
-            tmp.unlink(missing_ok=True)
-            raise
-        finally:
-            logging.root.setLevel(previous)
-    os.replace(tmp, fp32)
+    with _writing(fp32) as tmp, torch.no_grad():
+        torch.onnx.export(
+            _LastHidden(base),
+            (sample, sample, torch.zeros_like(sample)),
+            str(tmp),
+            input_names=names,
+            output_names=["last_hidden_state"],
+            dynamic_axes={n: {0: "batch", 1: "seq"} for n in [*names, "last_hidden_state"]},
+            opset_version=17,
+            dynamo=False,
+            do_constant_folding=True,
+        )
 
 
 def quantize(fp32: Path, target: Path, how: Quantize) -> None:
@@ -122,35 +112,38 @@ def quantize(fp32: Path, target: Path, how: Quantize) -> None:
         from onnxruntime.quantization import QuantType, quantize_dynamic
     except ImportError as exc:  # onnxruntime's quantizer needs the `onnx` package
         raise MissingExtraError("Quantizing an ONNX model", "export", "onnx") from exc
+    with _writing(target) as tmp:
+        quantize_dynamic(
+            str(fp32),
+            str(tmp),
+            weight_type=QuantType.QInt8,
+            per_channel=True,
+            reduce_range=True,
+            op_types_to_quantize=["MatMul", "Gather"] if how == "matmul+gather" else ["MatMul"],
+        )
+
+
+@contextmanager
+def _writing(target: Path) -> Iterator[Path]:
+    """A scratch file of its own beside `target` (two processes exporting at once never share one), renamed over
+    `target` when the block succeeds and removed when it fails, so a crash never leaves half a model. The exporter's
+    and quantizer's warnings about their internals, which a user can do nothing about, are kept off the terminal."""
     target.parent.mkdir(parents=True, exist_ok=True)
-    tmp = _scratch(target)
+    fd, name = tempfile.mkstemp(prefix=f".{target.name}-", suffix=".tmp", dir=target.parent)
+    os.close(fd)
+    tmp = Path(name)
+    previous = logging.root.level
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        previous = logging.root.level
         logging.root.setLevel(logging.ERROR)
         try:
-            quantize_dynamic(
-                str(fp32),
-                str(tmp),
-                weight_type=QuantType.QInt8,
-                per_channel=True,
-                reduce_range=True,
-                op_types_to_quantize=["MatMul", "Gather"] if how == "matmul+gather" else ["MatMul"],
-            )
+            yield tmp
         except BaseException:
             tmp.unlink(missing_ok=True)
             raise
         finally:
             logging.root.setLevel(previous)
     os.replace(tmp, target)
-
-
-def _scratch(target: Path) -> Path:
-    """A temporary file of its own beside `target` (two processes exporting at once never share one), renamed over
-    `target` when written."""
-    fd, name = tempfile.mkstemp(prefix=f".{target.name}-", suffix=".tmp", dir=target.parent)
-    os.close(fd)
-    return Path(name)
 
 
 def export(model_dir: Path, target: Path, how: Quantize) -> None:
