@@ -13,6 +13,7 @@ import socket
 import threading
 import time
 from collections.abc import Callable, Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
@@ -39,6 +40,36 @@ CORPUS = Path(__file__).resolve().parents[1] / "fixtures" / "corpus"
 
 ANSWERABLE = "What port does the Orbitron daemon listen on by default?"
 UNANSWERABLE = "What is the recommended recipe for sourdough bread with rye flour?"
+
+
+class HostSite:
+    """A static site on its own loopback port (its own origin): every path answers with `page(path)`."""
+
+    def __init__(self) -> None:
+        self.pages: dict[str, str] = {}
+        self.default = ""
+        site = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_GET(self) -> None:
+                body = site.pages.get(self.path.split("?")[0], site.default).encode()
+                self.send_response(200)
+                self.send_header("Content-Type", "text/html; charset=utf-8")
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+            def log_message(self, *args) -> None:
+                pass
+
+        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.origin = f"http://127.0.0.1:{self.httpd.server_address[1]}"
+        self.thread = threading.Thread(target=self.httpd.serve_forever, name="host-site", daemon=True)
+        self.thread.start()
+
+    def close(self) -> None:
+        self.httpd.shutdown()
+        self.httpd.server_close()
 
 
 class LiveServer:

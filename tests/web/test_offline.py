@@ -6,14 +6,12 @@ validator would show up as a request to another host. The plain-HTTP half is tes
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from urllib.parse import urlsplit
 
 import pytest
-from tests.web.conftest import ANSWERABLE, CHROMIUM, LiveServer
+from tests.web.conftest import ANSWERABLE, CHROMIUM, HostSite, LiveServer
 
 from citewise.server import create_app
 
@@ -23,34 +21,6 @@ if not CHROMIUM.exists():  # CI installs it (apt-get install chromium); say why 
     pytest.skip("Debian Chromium is not installed at /usr/bin/chromium", allow_module_level=True)
 
 KEY = "k-offline-51c2"
-
-
-class HostSite:
-    """A docs site on its own loopback port that embeds the widget with the docs/widget.md tag."""
-
-    def __init__(self) -> None:
-        self.page = b""
-        site = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def do_GET(self) -> None:
-                self.send_response(200)
-                self.send_header("Content-Type", "text/html; charset=utf-8")
-                self.send_header("Content-Length", str(len(site.page)))
-                self.end_headers()
-                self.wfile.write(site.page)
-
-            def log_message(self, *args) -> None:
-                pass
-
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.origin = f"http://127.0.0.1:{self.httpd.server_address[1]}"
-        self.thread = threading.Thread(target=self.httpd.serve_forever, name="offline-host-site", daemon=True)
-        self.thread.start()
-
-    def close(self) -> None:
-        self.httpd.shutdown()
-        self.httpd.server_close()
 
 
 @pytest.fixture(scope="module")
@@ -72,12 +42,12 @@ def server(indexed, site) -> Iterator[LiveServer]:
         }
     )
     with LiveServer(create_app(settings, citewise=Citewise(settings, kb=indexed))) as live:
-        site.page = (
+        site.default = (
             '<!doctype html><html lang="en"><head><meta charset="utf-8"><title>Orbitron docs</title></head>'
             "<body><h1>Orbitron guide</h1><p>Read the configuration reference.</p>"
             f'<script src="{live.url}/widget.js" data-citewise-key="{KEY}" data-title="Ask the docs" defer></script>'
             "</body></html>"
-        ).encode()
+        )
         yield live
 
 

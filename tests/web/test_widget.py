@@ -10,9 +10,7 @@ from __future__ import annotations
 
 import re
 import shutil
-import threading
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import httpx
@@ -23,6 +21,7 @@ from tests.web.conftest import (
     CHROMIUM,
     CORPUS,
     UNANSWERABLE,
+    HostSite,
     LiveServer,
 )
 
@@ -110,36 +109,6 @@ def host_page(tag: str, *, css: str = "", title: str = "Orbitron docs") -> str:
   <p>Read the configuration reference for the rest.</p>
   {tag}
 </body></html>"""
-
-
-class HostSite:
-    """A static site on its own loopback port (its own origin): every path answers with `page(path)`."""
-
-    def __init__(self) -> None:
-        self.pages: dict[str, str] = {}
-        self.default = ""
-        site = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def do_GET(self) -> None:
-                body = site.pages.get(self.path.split("?")[0], site.default).encode()
-                self.send_response(200)
-                self.send_header("Content-Type", "text/html; charset=utf-8")
-                self.send_header("Content-Length", str(len(body)))
-                self.end_headers()
-                self.wfile.write(body)
-
-            def log_message(self, *args) -> None:
-                pass
-
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.origin = f"http://127.0.0.1:{self.httpd.server_address[1]}"
-        self.thread = threading.Thread(target=self.httpd.serve_forever, name="host-site", daemon=True)
-        self.thread.start()
-
-    def close(self) -> None:
-        self.httpd.shutdown()
-        self.httpd.server_close()
 
 
 @pytest.fixture(scope="module")
