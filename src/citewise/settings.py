@@ -27,7 +27,7 @@ from pydantic_settings import (
     TomlConfigSettingsSource,
 )
 
-from citewise.types import OWNER_RE, PUBLIC_OWNER, AnswerStyle, RetrievalMode
+from citewise.types import MAX_QUESTION_CHARS, OWNER_RE, PUBLIC_OWNER, AnswerStyle, RetrievalMode
 
 DEFAULT_EMBEDDINGS = "local:all-MiniLM-L6-v2"
 # settings.llm's name for quote mode: answers of verbatim sentences, no language model.
@@ -155,12 +155,23 @@ class AgentSettings(BaseModel):
         None, ge=1, le=50, description="Unique tool calls per question (default: 3, or 5 in the docuchat profile)."
     )
     max_context_chars: int = Field(
-        12_000,
+        24_000,
         ge=1000,
-        description="Conversation history kept for the model, newest first; more → MAX_CONTEXT_REACHED.",
+        description=(
+            "Conversation history kept for the model, newest first; more → MAX_CONTEXT_REACHED. The default holds "
+            "the longest question (max_question_chars) with the run's lookups."
+        ),
     )
     max_reprompts: int = Field(3, ge=0, le=10, description="Times the validator may send an answer back for repair.")
-    max_question_chars: int = Field(1000, ge=1, le=10_000, description="Longest question the agent accepts.")
+    max_question_chars: int = Field(
+        MAX_QUESTION_CHARS,
+        ge=1,
+        le=MAX_QUESTION_CHARS,
+        description=(
+            "Longest question accepted (an error log pasted with it fits): the web page's, /chat's, /v1's and the "
+            "OpenAPI schema's limit; a longer one is a 422 that says both numbers. A long one is searched condensed."
+        ),
+    )
     greetings: tuple[str, ...] = Field(
         DEFAULT_GREETINGS, description="Messages answered with a welcome, no retrieval (case/punctuation ignored)."
     )
@@ -389,6 +400,14 @@ class ServerSettings(BaseModel):
         200, ge=1, description="Open connections and requests in progress before new requests get 503."
     )
     mcp: bool = Field(True, description="Serve the MCP endpoint at /mcp (streamable HTTP, the API's keys and owners).")
+    pages_dir: Path | None = Field(
+        None,
+        description=(
+            "A docs folder served read-only at /pages/ (Markdown as HTML, with the heading anchors citations use), "
+            "behind the API keys like every route: ingest it with --base-url http://HOST:PORT/pages and the answers' "
+            "links open offline. Nothing outside the folder is served."
+        ),
+    )
 
 
 class FeedbackSettings(BaseModel):
@@ -848,8 +867,9 @@ class Settings(BaseSettings):
             "max_block_chars": self.ingest.max_block_chars,
             "base_url": self.ingest.base_url,
             # bump when chunking, what the loaders keep of a file (3: no image addresses; 4: nor those of a picture
-            # whose alt text holds a code span) or what the full-text index sees (store.search_text) changes
-            "chunker": 4,
+            # whose alt text holds a code span; 5: admonitions as labelled notes, no site-generator markup) or what
+            # the full-text index sees (store.search_text) changes
+            "chunker": 5,
             # Sentence vectors beside each chunk's (store.dense_scores): an index built before them, or with them
             # turned off, is re-processed by its next ingest (see `KnowledgeBase.pools_sentences`).
             "vectors": 2 if self.ingest.sentence_vectors else 1,

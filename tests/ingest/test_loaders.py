@@ -316,7 +316,7 @@ def test_rst_is_robust_to_sloppy_and_sphinx_only_markup(tmp_path):
     assert [(b.kind, b.text) for b in doc.blocks] == [
         (BlockKind.TEXT, "Call `orbitron.enqueue` first."),
         (BlockKind.CODE, "```python\nimport orbitron\n```"),
-        (BlockKind.TEXT, "Mind `--force`."),
+        (BlockKind.TEXT, "Note: Mind `--force`."),  # an admonition is a labelled note
         (BlockKind.CODE, "```\norbitron note\n```"),
     ]
     assert "TOP-SECRET" not in all_text(doc)  # `.. include::` must never read files
@@ -366,7 +366,7 @@ def test_rst_stand_ins_follow_sphinx_and_leave_docutils_own_directives_alone():
     assert [(b.kind, b.text) for b in doc.blocks] == [
         (BlockKind.TEXT, "Lead paragraph."),
         (BlockKind.TEXT, "Changed in version 2.0: Accepts `--python` now."),
-        (BlockKind.TEXT, "The `zipfile` module."),
+        (BlockKind.TEXT, "See also: The `zipfile` module."),
         (BlockKind.TEXT, "Web edition."),
         (BlockKind.CODE, "```python\nimport orbitron\n```"),  # Sphinx's code-block options no longer drop it
         (BlockKind.TEXT, "- top\n  - sub:"),
@@ -393,7 +393,7 @@ def test_myst_directive_fences_are_read_as_their_content():
     doc = parse_markdown(text, source="s", filename="cache.md")
     assert [(b.kind, b.text) for b in doc.blocks] == [
         (BlockKind.TEXT, "New in version 22.3: The `--python` option."),
-        (BlockKind.TEXT, "Mind the **cache**."),
+        (BlockKind.TEXT, "Note: Mind the **cache**."),
         (BlockKind.CODE, "```python\nimport orbitron\n```"),
         (BlockKind.CODE, "```\n$ orbitron cache dir\n```"),  # a directive Citewise doesn't know: its text, as code
         (BlockKind.TEXT, "**Unix**"),
@@ -413,9 +413,9 @@ def test_myst_directives_inside_lists_eval_rst_fields_and_one_line_directives():
     doc = parse_markdown(text, source="s", filename="guide.md")
     assert [(b.kind, b.text) for b in doc.blocks] == [
         (BlockKind.TEXT, "- Step one"),
-        (BlockKind.TEXT, "Mind the queue."),
+        (BlockKind.TEXT, "Note: Mind the queue."),
         (BlockKind.TEXT, "param name\n  the queue's name"),
-        (BlockKind.TEXT, "[Queues](queues.md)"),
+        (BlockKind.TEXT, "See also: [Queues](queues.md)"),
         (BlockKind.CODE, "```python\nimport orbitron\n```"),
     ]
 
@@ -432,12 +432,12 @@ def test_colon_fence_admonitions_lose_their_markers_and_keep_their_content(mdx):
     )
     doc = parse_markdown(text, source="s", filename="guide.mdx" if mdx else "guide.md", mdx=mdx)
     assert [(b.kind, b.text) for b in doc.blocks] == [
-        (BlockKind.TEXT, "Mind the `queue`."),
-        (BlockKind.TEXT, "**Retries**\nBack off."),
+        (BlockKind.TEXT, "Note: Mind the `queue`."),
+        (BlockKind.TEXT, "Tip — Retries: Back off."),
         (BlockKind.TEXT, "**Unix**"),
         (BlockKind.CODE, "```bash\norbitron up\n```"),
-        (BlockKind.TEXT, "New in version 2.1:\nThe `--python` option."),
-        (BlockKind.TEXT, "**Syntax**"),
+        (BlockKind.TEXT, "New in version 2.1: The `--python` option."),
+        (BlockKind.TEXT, "Tip — Syntax:"),
         (BlockKind.CODE, "```md\n:::note\nShown as code.\n:::\n```"),
         (BlockKind.TEXT, "::: not a fence, just prose"),
     ]
@@ -452,13 +452,13 @@ def test_colon_fences_never_swallow_the_page_or_its_headings():
     )
     doc = parse_markdown(text, source="s", filename="page.md")
     assert [(b.kind, b.text, b.headings) for b in doc.blocks] == [
-        (BlockKind.TEXT, "1. Install:\n\n   Use a venv.", ("A",)),
+        (BlockKind.TEXT, "1. Install:\n\n   Tip: Use a venv.", ("A",)),
         (BlockKind.CODE, "```py\nx = 1\n```", ("A", "B")),
-        (BlockKind.TEXT, "Text C", ("A", "C")),
+        (BlockKind.TEXT, "Note: Text C", ("A", "C")),  # the label leads the note's first paragraph
     ]
     assert doc.outline == [(1, "A"), (2, "B"), (2, "C")]
     deep = ":::note\nx\n" * 10_000  # no recursion: deep or unclosed nesting is just lines
-    assert [b.text for b in parse_markdown(deep, source="s", filename="deep.md").blocks] == ["x"] * 10_000
+    assert [b.text for b in parse_markdown(deep, source="s", filename="deep.md").blocks] == ["Note: x"] * 10_000
 
 
 def test_myst_roles_read_as_sphinx_renders_them_and_code_spans_are_left_alone():

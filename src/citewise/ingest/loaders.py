@@ -5,12 +5,14 @@ Each format goes through a maintained parser and comes out as the same thing: TE
 CODE blocks re-emitted as fenced blocks, TABLE blocks rendered as pipe tables, each under the heading path it sits
 in and, for PDFs, on its page.
 
-- Markdown / MDX: python-frontmatter for metadata, markdown-it-py's token stream for structure (MyST and Docusaurus
-  directives read as their content). TEXT blocks are
-  sliced from the source lines via the tokens' line maps, so what gets indexed is what the author wrote.
+- Markdown / MDX: python-frontmatter for metadata, markdown-it-py's token stream for structure. The markup of site
+  generators (MkDocs' admonitions and tabs, MyST and Docusaurus directives, mkdocstrings, snippets) reads as the text
+  a reader of the published page sees: an admonition as a labelled note ("Tip — Gotcha: ..."), a tab under its title,
+  an API directive as one "API reference" line, build instructions as nothing. TEXT blocks are sliced from the
+  source lines via the tokens' line maps, so what gets indexed is what the author wrote.
 - HTML: trafilatura finds the main content and writes it as markdown, which then takes the markdown path.
-- PDF: pypdf, text per page. reStructuredText: docutils doctree (Sphinx's directives through stand-ins). Plain text:
-  paragraphs.
+- PDF: pypdf, text per page. reStructuredText: docutils doctree (Sphinx's directives through stand-ins, admonitions
+  as the same labelled notes). Plain text: paragraphs.
 
 Every failure, including a parser's own exception, leaves `load_file` as an `IngestError` naming the file.
 trafilatura and pypdf are imported where they are used: together they take ~0.7 s to import. Plain text has a
@@ -26,6 +28,7 @@ import io
 import re
 import textwrap
 from collections.abc import Sequence
+from dataclasses import dataclass
 from datetime import date, datetime
 from pathlib import Path
 from typing import Any
@@ -55,6 +58,7 @@ _WORD = re.compile(r"\w")
 _CODE_SPAN = re.compile(r"(`+)[^`\n]+?\1")
 _MD_ESCAPE = re.compile(r"\\([\\`*_{}\[\]()#+\-.!<>~|])")
 _BLANK_LINES = re.compile(r"\n\s*\n")
+_BLANK_RUN = re.compile(r"\n[ \t]*\n(?:[ \t]*\n)+")
 _WHITESPACE = re.compile(r"\s+")
 # A picture in prose (`![alt](url "title")`) reads as its alt text, and a link with no text (`[](url)`, a site
 # generator's card) as nothing: their addresses (a docs site's image proxy URL runs to hundreds of characters) would
@@ -258,9 +262,8 @@ def parse_markdown(text: str, *, source: str, filename: str, mdx: bool = False) 
     meta, body = _split_front_matter(normalize_newlines(text), filename)
     if mdx:
         body = _strip_mdx(body)
-    body = _colon_fences(body)
     outline: list[tuple[int, str]] = []
-    blocks, first_h1 = _markdown_blocks(body, mdx=mdx, outline=outline)
+    blocks, first_h1 = _markup_blocks(body, mdx=mdx, outline=outline)
     fields = _document_fields(meta)
     fields["title"] = fields["title"] or first_h1 or prettify_stem(filename)
     return ParsedDocument(source=source, filename=filename, blocks=blocks, outline=outline, **fields)
@@ -325,6 +328,29 @@ def _sub_outside_code_spans(pattern: re.Pattern, replace, text: str) -> str:
     return pattern.sub(sub, text)
 
 
+# Python-Markdown's attribute lists (`## Install { #install }`, `[Start](start.md){ .md-button }`, a `{: .note }` line,
+# MyST's `{#anchor}`) and MkDocs Material's icons (`:material-clock-fast:`, `:octicons-gear-16:`) style the page: they
+# read as nothing, outside code spans. An attribute list starts with an id, a class or a key=value pair.
+_ATTR_VALUE = r"""=(?:"[^"\n]*"|'[^'\n]*'|[^\s{}"']+)"""
+_ATTR_LIST = re.compile(
+    rf"[ \t]*\{{:?[ \t]*(?:[#.][\w:.-]+|[\w-]+{_ATTR_VALUE})(?:[ \t]+(?:[#.][\w:.-]+|[\w-]+(?:{_ATTR_VALUE})?))*"
+    r"[ \t]*\}"
+)
+# A heading's explicit id, from its attribute list (`{ #install .hero }`) or MyST's and Docusaurus' `{#install}`: gone
+# from the heading's text, it stays in the document's outline as `{#install}`, where sources/anchors.py finds it.
+_HEADING_ID = re.compile(r"\{:?[ \t]*(?:[^{}\n]*?[ \t])?#([A-Za-z0-9_:.-]+)(?:[ \t][^{}\n]*)?\}[ \t]*$")
+_ICON = re.compile(r"[ \t]?:(?:material|octicons|fontawesome|simple)-[\w-]+:")
+
+
+def _without_styling(text: str) -> str:
+    """`text` without attribute lists and icon shortcodes (outside code spans)."""
+    if "{" in text:
+        text = _sub_outside_code_spans(_ATTR_LIST, lambda m: "", text)
+    if ":" in text:
+        text = _sub_outside_code_spans(_ICON, lambda m: "", text)
+    return text
+
+
 def _unescape_markdown(text: str) -> str:
     """Drop backslash escapes outside code spans: an identifier must read `max_retries`, not `max\\_retries`."""
     return _sub_outside_code_spans(_MD_ESCAPE, lambda m: m.group(1), text)
@@ -333,7 +359,7 @@ def _unescape_markdown(text: str) -> str:
 def _inline_plain(token: Token, md: MarkdownIt, env: dict) -> str:
     # `env` carries the document's link reference definitions, so `[text][ref]` reads as it would in one pass.
     children: list[Token] = []
-    md.inline.parse(_myst_roles(token.content), md, env, children)
+    md.inline.parse(_myst_roles(_without_styling(token.content)), md, env, children)
     parts = []
     for child in children:
         if child.type in ("text", "text_special", "code_inline"):  # text_special: a backslash escape's character
@@ -363,7 +389,7 @@ def _markdown_table(tokens: Sequence[Token]) -> str:
         if token.type == "tr_open":
             rows.append([])
         elif token.type == "inline" and rows:
-            rows[-1].append(_unescape_markdown(_myst_roles(token.content)).strip())
+            rows[-1].append(_unescape_markdown(_myst_roles(_without_styling(token.content))).strip())
     return _pipe_table(rows) if rows else ""
 
 
@@ -378,6 +404,77 @@ def _closing_index(tokens: Sequence[Token], start: int) -> int:
     return len(tokens) - 1
 
 
+# Admonitions, however a docs tool spells them (MkDocs' `!!! tip "Gotcha"`, Docusaurus' `:::tip[Gotcha]`, MyST's
+# ```{tip}```, Sphinx's `.. tip::`), read as one labelled note: "Tip — Gotcha: <body>" ("Note: <body>" without a
+# title; a generic admonition by its title alone), the label leading the note's first paragraph and the note's
+# paragraphs kept in one block, so a chunk holds the note whole with its label. Tabs, cards and dropdowns keep their
+# title as a bold label above their body.
+_NOTE_KINDS = frozenset(
+    {"note", "tip", "info", "warning", "danger", "caution", "important", "success", "secondary", "hint", "attention"}
+    | {"error", "seealso", "todo", "abstract", "summary", "tldr", "question", "help", "faq", "check", "done"}
+    | {"failure", "fail", "missing", "bug", "example", "quote", "cite", "admonition"}
+)
+_NOTE_WORDS = {"seealso": "See also", "tldr": "TL;DR", "faq": "FAQ", "todo": "To do", "secondary": "Note"}
+
+
+def _note_label(kind: str, title: str = "") -> str:
+    """ "Tip — Gotcha:" for a tip titled Gotcha, "Note:" for an untitled note, "Gotcha:" for a generic admonition."""
+    title = _WHITESPACE.sub(" ", title).strip()
+    if kind == "admonition":
+        word, title = title or "Note", ""
+    else:
+        word = _NOTE_WORDS.get(kind) or kind.replace("_", " ").replace("-", " ").strip().capitalize() or "Note"
+    if title and title.casefold() != word.casefold():
+        word = f"{word} — {title}"
+    return word if word[-1] in ".:?!" else word + ":"
+
+
+def _block_label(base: str, title: str) -> tuple[str, bool]:
+    """How a directive's or admonition's title reads: (its label, whether the label leads the first paragraph)."""
+    if base in _RST_VERSIONS:
+        return _version_label(base, title) + ":", True
+    if base in _RST_CONDITIONS:
+        return "", False
+    if base in _NOTE_KINDS:
+        return _note_label(base, title), True
+    return (f"**{title}**" if title else ""), False
+
+
+def _without_colon(label: str) -> str:
+    """A lead label with nothing to lead: "Tip — Use a venv." stands as a sentence."""
+    return label[:-1] + "." if label.endswith(":") else label
+
+
+# Not the start of a paragraph a label can lead: a heading, quote, table, HTML, list item, rule, code or another
+# block's marker (the label then stands on a line of its own).
+_NOT_PLAIN = re.compile(
+    r"^[ \t]*(?:[#>|<{]|[-*+](?:[ \t]|$)|\d{1,9}[.)](?:[ \t]|$)|([-*_=])[ \t]*(?:\1[ \t]*){2,}$|`{3}|~{3}|:{3}|!!!"
+    r"|\?\?\?|===|\[[^\]\n]*\]:|-+8<)"
+)
+_HEADING_LINE = re.compile(r"^[ \t]{0,3}#{1,6}(?:[ \t]|$)")
+
+
+def _plain(text: str) -> bool:
+    return bool(text.strip()) and not _NOT_PLAIN.match(text) and "|" not in text.split("\n", 1)[0]
+
+
+def _labelled(blocks: Sequence[Block], label: str, lead: bool, headings: tuple[str, ...]) -> list[Block]:
+    """A labelled block's content as `_markdown_blocks` reads a labelled note's lines: a lead label ("Note:") in
+    front of its first paragraph, a title label ("**Unix**") above it, and consecutive paragraphs in one block."""
+    out = [Block(text=label, headings=headings)] if label else []
+    for block in blocks:
+        previous = out[-1] if out else None
+        if not (previous and previous.kind == block.kind == BlockKind.TEXT and previous.headings == block.headings):
+            out.append(block)
+            continue
+        first = previous.text == label and len(out) == 1
+        joint = (" " if _plain(block.text) else "\n\n") if first and lead else "\n" if first else "\n\n"
+        out[-1] = previous.model_copy(update={"text": previous.text + joint + block.text})
+    if lead and len(out) == 1 and label and out[0].text == label:
+        out[0] = out[0].model_copy(update={"text": _without_colon(label)})
+    return out
+
+
 # MyST (Sphinx's markdown) writes directives as fences: ```{note}, ```{versionadded} 22.3, ```{code-block} python,
 # ```{eval-rst}. markdown-it reads them as code fences in a language called "{note}"; myst-parser, which knows them,
 # needs Sphinx, so the few that matter are read here. A directive's options (`:key: value` lines, or a `---` YAML
@@ -390,40 +487,332 @@ _MYST_BODY = frozenset(
     | {"only", "topic", "sidebar", "margin", "epigraph", "glossary", "div", "container", "rubric"}
 )
 _MYST_OPTION = re.compile(r"^:[\w-]+:.*$")
-# Colon fences: Docusaurus' admonitions (:::note, :::tip[Title], :::caution Title) and MyST's (:::{warning},
-# ::::{tab-set} around :::{tab-item} Unix). Only their marker lines are markup, so `_colon_fences` blanks them (a
-# title becomes a bold label on the same line) and leaves the body where it is: headings, code and tables inside
-# parse as they would anywhere, under the right heading path. (mdit-py-plugins' colon_fence parses a fence's body as
-# one opaque token: an unclosed ':::' swallowed the rest of the page, headings inside lost their place, and deep
-# nesting recursed.) A line is an opener only with a name Docusaurus or MyST gives one; lines inside code fences are
-# left alone.
+# Colon fences: Docusaurus' admonitions (:::note, :::tip[Title], :::caution Title), MyST's (:::{warning},
+# ::::{tab-set} around :::{tab-item} Unix) and VitePress' (::: details Title). Only their marker lines are markup, so
+# `_markup_lines` blanks them (a label goes where `_labelled` would put it) and leaves the body where it is:
+# headings, code and tables inside parse as they would anywhere, under the right heading path. (mdit-py-plugins'
+# colon_fence parses a fence's body as one opaque token: an unclosed ':::' swallowed the rest of the page, headings
+# inside lost their place, and deep nesting recursed.) A line is an opener only with a name Docusaurus, MyST or
+# VitePress gives one; lines inside code fences are left alone.
 _COLON_OPEN = re.compile(
     r"^(?P<indent>[ \t]*):{3,}[ \t]*(?:\{(?P<braced>[A-Za-z][\w:.+-]*)\}|(?P<name>[A-Za-z][\w-]*))"
     r"(?:\[(?P<title>[^\]]*)\]|\{[^}]*\})?[ \t]*(?P<rest>.*)$"
 )
 _COLON_CLOSE = re.compile(r"^[ \t]*:{3,}[ \t]*$")
 _ADMONITIONS = frozenset({"note", "tip", "info", "warning", "danger", "caution", "important", "success", "secondary"})
+_COLON_NAMES = _ADMONITIONS | {"details"}  # unbraced: Docusaurus' admonitions, VitePress' `::: details Title`
 _CELL_LANGUAGES = frozenset({"python", "r", "julia", "bash", "sh", "sql", "ojs", "javascript", "js"})
+# Python-Markdown's blocks, as MkDocs (Material) writes them: admonitions (`!!! tip "Gotcha"`), collapsible ones
+# (`??? warning "Closed"`, `???+ note` open) and content tabs (`=== "pip"`), each with its body indented four
+# spaces under its marker line. Read as Python-Markdown reads them: the body is the lines indented past the marker,
+# which `_markup_lines` moves back out, line for line, so that it parses as markdown and not as an indented code
+# block. (mdit-py-plugins' admon plugin knows `!!!` and `???`, not `===`, and makes nested tokens of them; but the
+# loader reads a list or a quote as its author's lines, where the markers would still show, and colon fences are
+# read by their lines already: one pass over the lines serves them all, with one way of labelling.)
+_INDENTED_OPEN = re.compile(r"^(?P<indent>[ \t]*)(?P<marker>!!!|\?\?\?\+?|===[!+]?)[ \t]*(?P<rest>.*?)[ \t]*$")
+_ADMONITION_ARGS = re.compile(r'(?P<kinds>[\w-]+(?:[ \t]+[\w-]+)*)?(?:[ \t]*"(?P<title>.*)")?')
+_TAB_ARGS = re.compile(r'"(?P<title>.*)"')
+_LIST_ITEM = re.compile(r"^([ \t]*(?:[-*+]|\d{1,9}[.)])[ \t]+)\S")
+# mkdocstrings (`::: orbitron.queue.Queue`, its options indented under it) and mkautodoc (`::: orbitron.enqueue`,
+# with `:docstring:` and `:members:` under it) fill a page from docstrings when the site is built: text Citewise
+# never sees. The line reads "API reference: `orbitron.queue.Queue`", which says what the page documents by the
+# name a question uses (as Sphinx's autodoc directives read, below), and its options go.
+_API_LINE = re.compile(r"^(?P<indent>[ \t]*)(?:#{1,6}[ \t]+)?(?<!:):::(?!:)[ \t]*(?P<id>[A-Za-z_][\w.:/-]*)[ \t]*$")
+# pymdownx.snippets pastes other files in when the site is built: `--8<-- "path.md"` lines (in code blocks too), or
+# a block of file names between two bare `--8<--` lines. The pasted file is a document of its own (or no
+# documentation at all), so the lines go; `;--8<--`, the escaped form, reads as the marker it shows.
+_SNIPPET = re.compile(r"""^[ \t]*-+8<-+[ \t]+(?:"[^"\n]*"|'[^'\n]*'|\S+)[ \t]*$""")
+_SNIPPET_BLOCK = re.compile(r"^[ \t]*-+8<-+[ \t]*$")
+_SNIPPET_ESCAPED = re.compile(r"^([ \t]*);(;*-+8<-)")
+# Lines that only instruct the site generator: abbreviation definitions (`*[HTML]: Hyper Text Markup Language`, which
+# Python-Markdown turns into tooltips), and MyST's targets (`(queues)=`), comments (`% ...`) and block breaks (`+++`).
+_ABBREVIATION = re.compile(r"^[ \t]{0,3}\*\[[^\]\n]+\]:")
+_MYST_LINE = re.compile(r"^(?:\([^()\s]+\)=[ \t]*|%(?:[ \t].*)?|\+\+\+.*)$")
+_MARKUP_HINTS = ("!!!", "???", "===", ":::", "8<-", "*[", ")=", "%", "+++")
+_MARKUP_STARTS = frozenset("!?=:#*(%+`~")  # the first characters of the lines `_markup_lines` reads
 
 
-def _myst_directive(token: Token) -> tuple[str, str, str] | None:
-    """(name, argument, body without its options) of a MyST directive fence; None for any other fence."""
+@dataclass
+class _Open:
+    """A block `_markup_lines` is inside: an admonition, a tab, a colon fence."""
+
+    region: int  # the number its lines share (0: none of its own)
+    marker: int  # its marker line
+    indent: str  # the marker line's indentation, once moved out
+    body: int = 0  # Python-Markdown's: the indentation its lines need (0: a colon fence, closed by a `:::` line)
+    dedent: int = 0  # the columns its lines are moved out by
+    label: str = ""  # a lead label still to place: on its first paragraph's line, else on its marker line
+
+
+def _indent_width(line: str) -> int:
+    width = 0
+    for char in line:
+        if char == " ":
+            width += 1
+        elif char == "\t":
+            width += 4 - width % 4
+        else:
+            break
+    return width
+
+
+def _dedent_line(line: str, columns: int) -> str:
+    width = index = 0
+    while index < len(line) and line[index] in " \t" and width < columns:
+        width += 1 if line[index] == " " else 4 - width % 4
+        index += 1
+    return " " * max(width - columns, 0) + line[index:]
+
+
+def _admonition_label(match: re.Match[str]) -> tuple[str, bool] | None:
+    """The label of a `!!!`, `???` or `===` line; None when the line is no such marker ("!!! Read this: ...")."""
+    marker, rest = match.group("marker"), match.group("rest")
+    if marker.startswith("="):
+        tab = _TAB_ARGS.fullmatch(rest)
+        return None if tab is None else _block_label("tab", tab.group("title").strip())
+    args = _ADMONITION_ARGS.fullmatch(rest)
+    if args is None:
+        return None
+    kinds, title = args.group("kinds"), args.group("title")
+    if kinds:
+        return _note_label(kinds.split()[0].lower(), title or ""), True
+    if marker == "!!!" or title is None:
+        return None
+    return _block_label("details", title.strip())  # `??? "Title"`: a collapsible block of no kind
+
+
+def _colon_label(match: re.Match[str], classes: Sequence[str] = ()) -> tuple[str, bool] | None:
+    """The label of a colon fence's opening line (`classes`: its MyST options'); None for a line that opens none
+    ("::: not a fence")."""
+    name = (match.group("braced") or match.group("name")).lower()
+    base = _directive_base(name)
+    if not (match.group("braced") or name in _COLON_NAMES or base in _MYST_BODY or base in _RST_VERSIONS):
+        return None
+    title = (match.group("title") or match.group("rest") or "").strip()
+    if match.group("braced") and title and base in _NOTE_KINDS and base != "admonition":
+        return f"{_note_label(base)} {title}", False  # MyST's `:::{note} Text`: the text is the note's first line
+    if base == "admonition":
+        return _note_label(_admonition_kind(classes), title), True
+    return _block_label(base, title)
+
+
+def _admonition_kind(classes: Sequence[str]) -> str:
+    """A generic admonition's kind: the first of its classes that names one (`:class: tip`), else "admonition"."""
+    return next((c for c in classes if c in _NOTE_KINDS and c != "admonition"), "admonition")
+
+
+_MYST_CLASS = re.compile(r"^:?class:[ \t]*(.*)$")
+
+
+def _myst_options(lines: Sequence[str], start: int) -> tuple[int, list[str]]:
+    """A MyST directive's options from line `start` on (`:class: tip` lines, or a `---` YAML block): the line its
+    body starts at, and the classes they give."""
+    index, options = start, []
+    if index < len(lines) and lines[index].strip() == "---":
+        close = next((k for k in range(index + 1, min(index + 100, len(lines))) if lines[k].strip() == "---"), 0)
+        if close:
+            index, options = close + 1, [line.strip() for line in lines[start + 1 : close]]
+    while index < len(lines) and _MYST_OPTION.match(lines[index].strip()):
+        options.append(lines[index].strip())
+        index += 1
+    classes = [c for option in options if (found := _MYST_CLASS.match(option)) for c in found.group(1).split()]
+    return index, classes
+
+
+def _in_list_item(lines: Sequence[str], index: int, width: int) -> bool:
+    """Whether a marker line indented four columns or more sits in a list item's body (a marker), rather than in
+    an indented code block (an example of the syntax)."""
+    for above in reversed(lines[max(index - 2000, 0) : index]):
+        if not above.strip() or _indent_width(above) >= width:
+            continue
+        item = _LIST_ITEM.match(above)
+        if item:
+            return width < len(item.group(1).expandtabs(4)) + 4
+        return _indent_width(above) > 0 and width - _indent_width(above) < 4
+    return False
+
+
+def _snippet_block_end(lines: Sequence[str], index: int) -> int | None:
+    """The closing line of a block of snippet file names opened at `index`, if there is one."""
+    for end in range(index + 1, min(index + 200, len(lines))):
+        if _SNIPPET_BLOCK.match(lines[end]):
+            return end
+        if len(lines[end].split()) > 1:  # prose: the opener stood alone
+            return None
+    return None
+
+
+def _markup_lines(body: str) -> tuple[str, list[int]]:
+    """`body` with the markup of admonitions, tabs, colon fences, mkdocstrings, snippets, abbreviations and MyST's
+    targets and comments rewritten line for line, so the parser's line maps still point at the author's lines: a
+    marker line blanked or made its label, an indented body moved out, a line that only instructs the site
+    generator blanked. Lines inside code fences are left alone, but for snippet markers (the site pastes those in
+    code too). With it, each line's region: the lines of one labelled block share a number (0: none, and no list at
+    all when there is no such markup), by which `_markdown_blocks` keeps the block's paragraphs together."""
+    if not any(hint in body for hint in _MARKUP_HINTS):
+        return body, []
+    lines = body.split("\n")
+    regions = [0] * len(lines)
+    stack: list[_Open] = []
+    indented: list[int] = []  # positions in `stack` of Python-Markdown's blocks, whose bodies end by indentation
+    shift = 0  # columns the current line is moved out by: the dedent of every open block
+    fence: re.Pattern[str] | None = None  # the closing line of the code fence we are in
+    fence_depth = 0  # how many blocks were open when it opened
+    last_close = max((i for i, line in enumerate(lines) if _COLON_CLOSE.match(line)), default=-1)
+    count = 0
+
+    def close(depth: int) -> None:  # leave the blocks from `depth` on; a label still pending says its title alone
+        nonlocal fence, shift
+        for entry in stack[depth:]:
+            if entry.label:
+                lines[entry.marker] = entry.indent + _without_colon(entry.label)
+            shift -= entry.dedent
+        del stack[depth:]
+        while indented and indented[-1] >= depth:
+            indented.pop()
+        if fence is not None and fence_depth > depth:
+            fence = None
+
+    def open_block(index: int, indent: str, label: str, lead: bool, body: int = 0, dedent: int = 0) -> None:
+        nonlocal count, shift
+        if label:
+            count += 1
+        entry = _Open(count if label else (stack[-1].region if stack else 0), index, indent, body, dedent)
+        if lead and label:
+            entry.label = label
+            lines[index] = ""
+        else:
+            lines[index] = indent + label if label else ""
+        if body:
+            indented.append(len(stack))
+        stack.append(entry)
+        shift += dedent
+        regions[index] = entry.region
+
+    index = 0
+    while index < len(lines):
+        line = lines[index]
+        stripped = line.lstrip()
+        if stripped and indented and _indent_width(line) < stack[indented[-1]].body:
+            cut = indented[-1]
+            while indented and _indent_width(line) < stack[indented[-1]].body:
+                cut = indented.pop()
+            close(cut)
+        regions[index] = stack[-1].region if stack else 0
+        if not stripped:
+            index += 1
+            continue
+        if shift:
+            line = lines[index] = _dedent_line(line, shift)
+        first = stripped[0]
+        if first in "-;":  # snippet markers, in code too
+            escaped = _SNIPPET_ESCAPED.match(line)
+            if escaped:
+                line = lines[index] = escaped.group(1) + escaped.group(2) + line[escaped.end() :]
+            elif _SNIPPET.match(line):
+                lines[index] = ""
+                index += 1
+                continue
+            elif _SNIPPET_BLOCK.match(line):
+                end = _snippet_block_end(lines, index)
+                for k in range(index, index + 1 if end is None else end + 1):
+                    lines[k], regions[k] = "", regions[index]
+                index = index + 1 if end is None else end + 1
+                continue
+        if fence is not None:
+            if fence.match(line):
+                fence = None
+            index += 1
+            continue
+        top = stack[-1] if stack else None
+        if top is not None and top.label and not _COLON_CLOSE.match(line) and not _HEADING_LINE.match(line):
+            if _plain(line) and _indent_width(line) - _indent_width(top.indent) < 4:
+                lead = len(line) - len(line.lstrip())
+                line = lines[index] = f"{line[:lead]}{top.label} {line[lead:]}"
+            else:
+                lines[top.marker] = top.indent + top.label
+            top.label = ""
+        if first not in _MARKUP_STARTS:
+            index += 1
+            continue
+        opened = _FENCE_OPEN.match(line)
+        indented_open = _INDENTED_OPEN.match(line) if not opened else None
+        label = _admonition_label(indented_open) if indented_open else None
+        api = _API_LINE.match(line) if not opened and label is None else None
+        if opened:
+            fence, fence_depth = _fence_closer(opened.group(1)), len(stack)
+        elif label is not None and (_indent_width(line) < 4 or _in_list_item(lines, index, _indent_width(line))):
+            width = _indent_width(line)
+            following = next((k for k in range(index + 1, len(lines)) if lines[k].strip()), None)
+            inner = _indent_width(lines[following]) - shift if following is not None else 0
+            dedent = min(inner, width + 4) - width if inner > width else 0
+            open_block(index, indented_open.group("indent"), *label, body=shift + width + max(dedent, 1), dedent=dedent)
+        elif api and _api_line(api, lines, index, shift, last_close):
+            lines[index] = f"{api.group('indent')}API reference: `{api.group('id')}`"
+            width = _indent_width(line) + shift
+            index += 1
+            while index < len(lines) and lines[index].strip() and _indent_width(lines[index]) > width:
+                lines[index], regions[index] = "", regions[index - 1]
+                index += 1
+            continue
+        elif _COLON_CLOSE.match(line):
+            lines[index] = ""
+            colon = next((k for k in range(len(stack) - 1, -1, -1) if not stack[k].body), None)
+            if colon is not None:
+                close(colon)
+        elif (colon_open := _COLON_OPEN.match(line)) and _colon_label(colon_open) is not None:
+            body, classes = _myst_options(lines, index + 1) if colon_open.group("braced") else (index + 1, [])
+            for k in range(index + 1, body):  # MyST's options open the body: `:class: tip`
+                lines[k] = ""
+            open_block(index, colon_open.group("indent"), *_colon_label(colon_open, classes))
+        elif _ABBREVIATION.match(line) or (
+            _MYST_LINE.match(line) and (first != "%" or index == 0 or not lines[index - 1].strip())
+        ):  # (a "% of ..." line that goes on a paragraph is prose)
+            lines[index] = ""
+        index += 1
+    close(0)
+    return "\n".join(lines), regions
+
+
+def _api_line(match: re.Match[str], lines: Sequence[str], index: int, shift: int, last_close: int) -> bool:
+    """Whether a `::: name` line is mkdocstrings' (or mkautodoc's): a dotted name, or options under it, or a name no
+    colon fence takes with no `:::` line after it to close one."""
+    name = match.group("id")
+    if "." in name or "/" in name or "::" in name:
+        return True
+    if name.lower() in _COLON_NAMES or _directive_base(name) in _MYST_BODY or _directive_base(name) in _RST_VERSIONS:
+        return False
+    following = lines[index + 1] if index + 1 < len(lines) else ""
+    if following.strip() and _indent_width(following) - shift > _indent_width(lines[index]):
+        return True
+    return index > last_close
+
+
+def _api_reference(base: str) -> bool:
+    """Sphinx's autodoc directives (`autoclass`, `automodule`, ...), not the summaries (`autosummary`): each reads
+    "API reference: `orbitron.Queue`" over its body, as mkdocstrings' `:::` lines do."""
+    return base.startswith("auto") and not base.endswith("summary")
+
+
+def _api_text(name: str) -> str:
+    return f"API reference: `{name}`"
+
+
+def _myst_directive(token: Token) -> tuple[str, str, str, list[str]] | None:
+    """(name, argument, body without its options, the classes its options give) of a MyST directive fence; None for
+    any other fence."""
     match = _MYST_FENCE.match(token.info.strip()) if token.type == "fence" else None
     if match is None:
         return None
     lines = token.content.split("\n")
-    if lines and lines[0].strip() == "---":  # options as a YAML block
-        close = next((i for i in range(1, len(lines)) if lines[i].strip() == "---"), 0)
-        lines = lines[close + 1 :]
-    while lines and _MYST_OPTION.match(lines[0].strip()):
-        lines = lines[1:]
-    return match.group(1).lower(), match.group(2).strip(), "\n".join(lines).strip("\n")
+    start, classes = _myst_options(lines, 0)
+    return match.group(1).lower(), match.group(2).strip(), "\n".join(lines[start:]).strip("\n"), classes
 
 
 def _code_text(token: Token) -> str:
     directive = _myst_directive(token)
     if directive is not None:  # ```{code-block} python: the argument is the language; an unknown name is none
-        name, argument, body = directive
+        name, argument, body, _ = directive
         if name in _MYST_CODE:
             return _fenced(body, argument.split()[0] if argument else "")
         return _fenced(body, name if name in _CELL_LANGUAGES else "")  # Quarto's and Jupytext's ```{python}
@@ -431,79 +820,55 @@ def _code_text(token: Token) -> str:
     return _fenced(token.content, language)
 
 
-def _colon_fences(body: str) -> str:
-    """`body` with colon-fence marker lines blanked (a title kept as a bold label), line for line, so the parser's
-    line maps still point at the author's lines."""
-    if ":::" not in body:
-        return body
-    lines = body.split("\n")
-    fence: re.Pattern[str] | None = None  # the closing pattern of the code fence we are in
-    for index, line in enumerate(lines):
-        if fence is not None:
-            if fence.match(line):
-                fence = None
-            continue
-        opened = _FENCE_OPEN.match(line)
-        if opened:
-            fence = _fence_closer(opened.group(1))
-            continue
-        if _COLON_CLOSE.match(line):
-            lines[index] = ""
-            continue
-        match = _COLON_OPEN.match(line)
-        if match is None:
-            continue
-        name = (match.group("braced") or match.group("name")).lower()
-        base = _directive_base(name)
-        known = match.group("braced") or name in _ADMONITIONS or base in _MYST_BODY or base in _RST_VERSIONS
-        if not known:
-            continue  # "::: not a fence": prose
-        title = (match.group("title") or match.group("rest") or "").strip()
-        if base in _RST_VERSIONS:
-            label = _version_label(base, title) + ":"
-        elif base in _RST_CONDITIONS or not title:
-            label = ""
-        else:
-            label = f"**{title}**"
-        lines[index] = match.group("indent") + label if label else ""
-    return "\n".join(lines)
-
-
 def _myst_blocks(token: Token, headings: tuple[str, ...], *, mdx: bool) -> list[Block] | None:
     """The blocks a MyST directive fence stands for, under `headings`; None when it is code (or no directive)."""
     directive = _myst_directive(token)
     if directive is None or directive[0] in _MYST_CODE:
         return None
-    name, argument, body = directive
+    name, argument, body, classes = directive
     base = _directive_base(name)
     if _skipped(base):
         return []
+    if base in _NOTE_KINDS and base != "admonition" and argument:  # ```{note} Text: the note's first line
+        body, argument = f"{argument}\n{body}", ""
     if name == "eval-rst":
         inner = parse_rst(body, source="", filename="", fragment=True).blocks
-    elif base in _MYST_BODY or base in _RST_VERSIONS:
-        inner = _markdown_blocks(body, mdx=mdx)[0]
+    elif base in _MYST_BODY or base in _RST_VERSIONS or base in _NOTE_KINDS or _api_reference(base):
+        inner = _markup_blocks(body, mdx=mdx)[0]
     else:
         return None
     inner = [b.model_copy(update={"headings": headings + b.headings}) for b in inner]
-    if base in _RST_VERSIONS:
-        label = _version_label(base, argument)
-        if inner and inner[0].kind == BlockKind.TEXT:
-            inner[0] = inner[0].model_copy(update={"text": f"{label}: {inner[0].text}"})
-        else:
-            inner.insert(0, Block(text=f"{label}.", headings=headings))
-    elif argument and base in _RST_CONDITIONS:
-        pass
-    elif argument and inner:
-        inner.insert(0, Block(text=f"**{argument}**", headings=headings))
-    elif argument and base in _RST_PROSE:  # ```{seealso} [pip install](install.md) with no body
-        inner.append(Block(text=_unescape_markdown(_myst_roles(argument)), headings=headings))
-    return inner
+    if name == "eval-rst":
+        return inner
+    if _api_reference(base):  # ```{autoclass} orbitron.Queue: its docstring is generated
+        return [Block(text=_api_text(argument), headings=headings), *inner] if argument else inner
+    if argument and not inner and base in _RST_PROSE:  # ```{seealso} [pip install](install.md) with no body
+        inner = [Block(text=_unescape_markdown(_myst_roles(argument)), headings=headings)]
+        argument = ""
+    if base == "admonition":  # a generic one, of the kind its class names (`:class: tip`)
+        label, lead = _note_label(_admonition_kind(classes), argument), True
+    else:
+        label, lead = _block_label(base, argument)
+    return _labelled(inner, label, lead, headings) if label or lead else inner
+
+
+def _markup_blocks(
+    body: str, *, mdx: bool = False, outline: list[tuple[int, str]] | None = None
+) -> tuple[list[Block], str]:
+    """`_markdown_blocks` of a body whose admonitions, tabs and other site-generator markup `_markup_lines` reads."""
+    body, regions = _markup_lines(body)
+    return _markdown_blocks(body, mdx=mdx, outline=outline, regions=regions)
 
 
 def _markdown_blocks(
-    body: str, *, mdx: bool = False, outline: list[tuple[int, str]] | None = None
+    body: str,
+    *,
+    mdx: bool = False,
+    outline: list[tuple[int, str]] | None = None,
+    regions: Sequence[int] = (),
 ) -> tuple[list[Block], str]:
-    """The body's blocks and its first H1; every heading, as (level, text), is appended to `outline` if given."""
+    """The body's blocks and its first H1; every heading, as (level, text), is appended to `outline` if given.
+    Consecutive paragraphs of one labelled block (`regions`, by line) are kept in one block."""
     md = _markdown_parser(mdx=mdx)
     env: dict = {}
     tokens = md.parse(body, env)
@@ -511,45 +876,68 @@ def _markdown_blocks(
     blocks: list[Block] = []
     path: list[tuple[int, str]] = []  # (heading level, heading text), outermost first
     first_h1 = ""
+    last_region = 0
 
-    def add(kind: BlockKind, text: str) -> None:
+    def emit(block: Block, line: int) -> None:
+        nonlocal last_region
+        region = regions[line] if 0 <= line < len(regions) else 0
+        previous = blocks[-1] if blocks else None
+        if (
+            region
+            and region == last_region
+            and previous is not None
+            and previous.kind == block.kind == BlockKind.TEXT
+            and previous.headings == block.headings
+        ):
+            blocks[-1] = previous.model_copy(update={"text": f"{previous.text}\n\n{block.text}"})
+        else:
+            blocks.append(block)
+        last_region = region
+
+    def add(kind: BlockKind, text: str, line: int) -> None:
         if kind == BlockKind.TEXT:
-            text = _without_pictures(text)
+            text = _without_styling(_without_pictures(text))
             text = _unescape_markdown(_myst_roles(textwrap.dedent(text))).strip()
             if not _WORD.search(text):  # leftover markup ("---", a lone ">") says nothing
                 return
+            text = _BLANK_RUN.sub("\n\n", text)  # a marker line blanked inside a list leaves one more
         if text.strip():
-            blocks.append(Block(kind=kind, text=text, headings=tuple(t for _, t in path)))
+            emit(Block(kind=kind, text=text, headings=tuple(t for _, t in path)), line)
 
     def add_fence(token: Token) -> None:  # a code block, or the blocks of the MyST directive it is
+        line = token.map[0] if token.map else -1
         directive = _myst_blocks(token, tuple(t for _, t in path), mdx=mdx)
-        if directive is None:
-            add(BlockKind.CODE, _code_text(token))
-        else:
-            blocks.extend(directive)
+        if directive is not None:
+            for block in directive:
+                emit(block, line)
+        elif token.content.strip():  # a fence left empty (its snippet line gone) says nothing
+            add(BlockKind.CODE, _code_text(token), line)
 
-    def add_html(raw: str) -> None:
-        add(BlockKind.TEXT, re.sub(r"<[^>]*>", " ", re.sub(r"<!--.*?-->", " ", raw, flags=re.DOTALL)))
+    def add_html(raw: str, line: int) -> None:
+        raw = _html_labels(re.sub(r"<!--.*?-->", " ", raw, flags=re.DOTALL))
+        add(BlockKind.TEXT, re.sub(r"<[^>]*>", " ", raw), line)
 
     index = 0
     while index < len(tokens):
         token = tokens[index]
         end = _closing_index(tokens, index)
+        start = token.map[0] if token.map else -1
         if token.type == "heading_open":
             level, text = int(token.tag[1:]), _inline_plain(tokens[index + 1], md, env)
             path[:] = [(lvl, t) for lvl, t in path if lvl < level]
             if text:
                 path.append((level, text))
-                if outline is not None:
-                    outline.append((level, text))
+                if outline is not None:  # an explicit id stays in the outline, whose anchors it makes
+                    explicit = _HEADING_ID.search(_CODE_SPAN.sub("", tokens[index + 1].content))
+                    outline.append((level, f"{text} {{#{explicit.group(1)}}}" if explicit else text))
             if level == 1 and not first_h1:
                 first_h1 = text
         elif token.type in ("fence", "code_block"):
             add_fence(token)
         elif token.type == "table_open":
-            add(BlockKind.TABLE, _markdown_table(tokens[index : end + 1]))
+            add(BlockKind.TABLE, _markdown_table(tokens[index : end + 1]), start)
         elif token.type == "html_block":
-            add_html(token.content)
+            add_html(token.content, start)
         elif token.map and token.type != "hr":
             # A paragraph, list or blockquote: the author's own lines, except that code and tables nested inside a
             # list or quote are carved out so they stay atomic CODE/TABLE blocks.
@@ -558,16 +946,16 @@ def _markdown_blocks(
             while inner < end:
                 nested = tokens[inner]
                 if nested.map and nested.type in ("fence", "code_block", "table_open"):
-                    add(BlockKind.TEXT, "\n".join(lines[cursor : nested.map[0]]))
+                    add(BlockKind.TEXT, "\n".join(lines[cursor : nested.map[0]]), cursor)
                     if nested.type == "table_open":
                         table_end = _closing_index(tokens, inner)
-                        add(BlockKind.TABLE, _markdown_table(tokens[inner : table_end + 1]))
+                        add(BlockKind.TABLE, _markdown_table(tokens[inner : table_end + 1]), nested.map[0])
                         inner = table_end
                     else:
                         add_fence(nested)
                     cursor = nested.map[1]
                 inner += 1
-            add(BlockKind.TEXT, "\n".join(lines[cursor:stop]))
+            add(BlockKind.TEXT, "\n".join(lines[cursor:stop]), cursor)
         index = end + 1
     return blocks, first_h1
 
@@ -591,6 +979,38 @@ _MDX_NOISE = re.compile(
 )
 
 
+# Components whose attributes are text: Docusaurus' `<TabItem value="apt" label="Debian">` (its label, else its value,
+# in bold above the tab, as a tab's title reads elsewhere), `<Admonition type="tip" title="Retries">` (a labelled
+# note) and HTML's `<summary>` (a collapsible block's title, in bold). Stripping the tags alone lost the tab's name.
+_LABELLED_TAG = re.compile(
+    rf"<summary\b[^>]*>(?P<summary>[^<\n]*)</summary>|<(?P<name>TabItem|Tab|Admonition)\b(?P<attrs>{_JSX_ATTRS})\s*/?>"
+)
+
+
+def _jsx_attribute(attrs: str, name: str) -> str:
+    """A JSX attribute's string value: `label="Debian"`, `label='Debian'` or `label={"Debian"}`."""
+    value = r"""(?:"([^"]*)"|'([^']*)'|\{\s*(?:"([^"]*)"|'([^']*)'|`([^`]*)`)\s*\})"""
+    found = re.search(rf"(?:^|\s){name}\s*=\s*{value}", attrs)
+    return next((value for value in found.groups() if value is not None), "").strip() if found else ""
+
+
+def _tag_label(match: re.Match[str]) -> str:
+    if match.group("summary") is not None:
+        return f"**{match.group('summary').strip()}**" if match.group("summary").strip() else ""
+    attrs = match.group("attrs")
+    if match.group("name") == "Admonition":
+        return _note_label(_jsx_attribute(attrs, "type").lower() or "note", _jsx_attribute(attrs, "title"))
+    title = _jsx_attribute(attrs, "label") or _jsx_attribute(attrs, "value")
+    return f"**{title}**" if title else ""
+
+
+def _html_labels(text: str) -> str:
+    """`text` with the tags of `_LABELLED_TAG` read as their labels (outside code spans)."""
+    if "<" not in text:
+        return text
+    return _sub_outside_code_spans(_LABELLED_TAG, _tag_label, text)
+
+
 def _bracket_depth(line: str) -> int:
     return sum(line.count(c) for c in "{[(") - sum(line.count(c) for c in "}])")
 
@@ -606,7 +1026,7 @@ def _strip_mdx(body: str) -> str:
 
     def flush_prose() -> None:
         if prose:
-            out.append(_MDX_NOISE.sub(lambda m: m.group("code") or "", "\n".join(prose)))
+            out.append(_MDX_NOISE.sub(lambda m: m.group("code") or "", _html_labels("\n".join(prose))))
             prose.clear()
 
     lines = body.split("\n")
@@ -804,7 +1224,7 @@ for _sphinx_name in ("code-block", "sourcecode"):
 _RST_SKIPPED = frozenset(
     {"toctree", "autosummary", "literalinclude", "include", "index", "highlight", "currentmodule", "tabularcolumns"}
     | {"sectionauthor", "codeauthor", "moduleauthor", "graphviz", "mermaid", "plantuml", "uml", "jupyter-execute"}
-    | {"module", "default-domain", "program", "inheritance-diagram", "automodule"}
+    | {"module", "default-domain", "program", "inheritance-diagram"}
 )
 _RST_VERSIONS = {
     "versionadded": "New in version",
@@ -833,8 +1253,9 @@ def _directive_base(name: str) -> str:
 
 
 def _skipped(base: str) -> bool:
-    """Directives whose content Citewise can't produce or shouldn't index (see `_RST_SKIPPED`)."""
-    return base in _RST_SKIPPED or base.startswith("auto")
+    """Directives whose content Citewise can't produce or shouldn't index (see `_RST_SKIPPED`), generated summary
+    tables among them (`autosummary`, `autoapisummary`)."""
+    return base in _RST_SKIPPED or (base.startswith("auto") and base.endswith("summary"))
 
 
 def _version_label(base: str, version: str) -> str:
@@ -862,15 +1283,19 @@ class _StandIn(Directive):
             self.state.nested_parse(self.content, self.content_offset, body)
         if not argument or base in _RST_CONDITIONS:
             pass
+        elif _api_reference(base):  # autodoc: the docstring is generated; the body adds to it
+            body.insert(0, nodes.paragraph("", "", nodes.Text("API reference: "), nodes.literal(text=argument)))
         elif base in _RST_SIGNATURES or ":" in name:
             body.insert(0, nodes.paragraph("", "", nodes.literal(text=argument)))
-        elif body.children:  # a tab's or a card's title: the label above its body
+        elif body.children and base not in _NOTE_KINDS:  # a tab's or a card's title: the label above its body
             body.insert(0, nodes.paragraph("", "", nodes.strong(text=argument)))
-        elif base in _RST_PROSE:
+        elif base in _RST_PROSE or base in _NOTE_KINDS:  # `.. seealso:: The zipfile module.`: its first line
             inline, _ = self.state.inline_text(argument, self.lineno)
             body.insert(0, nodes.paragraph("", "", *inline))
         # else: a project's own directive with only an argument (`.. pip-command-usage:: wheel`): its output is
         # generated by code Citewise can't run, and the argument alone says nothing
+        if base in _NOTE_KINDS and body.children:  # an admonition docutils doesn't know (Sphinx's seealso, todo)
+            return [nodes.admonition("", *body.children, classes=[base])]
         return [body] if body.children else []
 
 
@@ -980,6 +1405,10 @@ def _rst_walk(node: Any, headings: tuple[str, ...], blocks: list[Block]) -> None
             table = _rst_table(child)
             if table:
                 blocks.append(Block(kind=BlockKind.TABLE, text=table, headings=headings))
+        elif isinstance(child, nodes.Admonition):  # a labelled note: "Tip — Title: ..." in one block
+            inner: list[Block] = []
+            _rst_walk(child, headings, inner)
+            blocks.extend(_labelled(inner, _rst_note_label(child), True, headings))
         elif isinstance(child, containers):
             _rst_walk(child, headings, blocks)  # a note's literal block is still a CODE block
         elif isinstance(child, nodes.bullet_list | nodes.enumerated_list) and any(
@@ -990,6 +1419,15 @@ def _rst_walk(node: Any, headings: tuple[str, ...], blocks: list[Block]) -> None
             text = _rst_text(child).strip()
             if _WORD.search(text):
                 blocks.append(Block(text=text, headings=headings))
+
+
+def _rst_note_label(node: Any) -> str:
+    """An admonition's label: its kind ("Warning:"), with a generic admonition's title ("Tip — Retries:" when its
+    class names a kind, else "Retries:")."""
+    title = next((_rst_inline(c) for c in node.children if isinstance(c, nodes.title)), "")
+    if node.tagname != "admonition":
+        return _note_label(node.tagname, title)
+    return _note_label(_admonition_kind(node.get("classes", [])), title)
 
 
 def _rst_list(node: Any, headings: tuple[str, ...], blocks: list[Block]) -> None:
@@ -1019,7 +1457,10 @@ def _rst_item_parts(parent: Any) -> list[tuple[BlockKind, str]]:
             continue
         if isinstance(child, nodes.literal_block | nodes.doctest_block):
             inner = [(BlockKind.CODE, _rst_code(child))]
-        elif isinstance(child, nodes.container | nodes.Admonition | nodes.block_quote | nodes.compound):
+        elif isinstance(child, nodes.Admonition):
+            note = [Block(kind=kind, text=text) for kind, text in _rst_item_parts(child)]
+            inner = [(b.kind, b.text) for b in _labelled(note, _rst_note_label(child), True, ())]
+        elif isinstance(child, nodes.container | nodes.block_quote | nodes.compound):
             inner = _rst_item_parts(child)
         elif isinstance(child, nodes.bullet_list | nodes.enumerated_list):
             inner = _rst_list_parts(child)
@@ -1062,9 +1503,10 @@ def _rst_inline(node: Any) -> str:
         elif isinstance(child, nodes.emphasis):
             parts.append(f"*{_rst_inline(child)}*")
         elif isinstance(child, nodes.problematic):
-            # An unknown (usually Sphinx) role such as :func:`orbitron.enqueue`: its target is code-like.
-            role = re.fullmatch(r":[\w.:+-]+:`(.+)`", child.astext(), re.DOTALL)
-            parts.append(f"`{role.group(1)}`" if role else child.astext())
+            # An unknown (usually Sphinx) role such as :func:`orbitron.enqueue`: its target is code-like, and a
+            # cross-reference's shown text is its text (:doc:`the sync guide <sync>`), as MyST's roles read.
+            role = re.fullmatch(r":([\w.:+-]+):`(.+)`", child.astext(), re.DOTALL)
+            parts.append(_myst_role(role.group(1), role.group(2)) if role else child.astext())
         elif isinstance(child, nodes.system_message | nodes.target):
             continue
         elif isinstance(child, nodes.Element):
@@ -1089,6 +1531,9 @@ def _rst_text(node: Any) -> str:
         term = _rst_inline(node[0])
         body = "\n".join(_rst_text(p) for p in node[-1].children if not isinstance(p, nodes.system_message))
         return f"{term}\n  " + body.replace("\n", "\n  ")
+    if isinstance(node, nodes.Admonition):
+        parts = [_rst_text(c) for c in node.children if not isinstance(c, nodes.system_message | nodes.title)]
+        return _labelled([Block(text=p) for p in parts if p.strip()], _rst_note_label(node), True, ())[0].text
     if isinstance(node, nodes.Element) and any(isinstance(c, nodes.Element) for c in node.children):
         return "\n".join(_rst_text(c) for c in node.children if not isinstance(c, nodes.system_message))
     return node.astext()

@@ -32,7 +32,7 @@ from citewise.index.knowledge_base import KnowledgeBase
 from citewise.index.registry import now_iso
 from citewise.index.store import search_text
 from citewise.ingest.chunking import digest, iter_chunks, make_chunks
-from citewise.ingest.globs import any_match
+from citewise.ingest.globs import any_match, asks_for_template, is_theme_template, templates_note
 from citewise.ingest.loaders import SUPPORTED_SUFFIXES, load_file
 from citewise.types import (
     PUBLIC_OWNER,
@@ -75,6 +75,7 @@ class IngestReport(BaseModel):
     elapsed_s: float = 0.0
     failures: list[IngestFailure] = Field(default_factory=list)
     skipped: list[str] = Field(default_factory=list)  # paths left out on purpose, with the reason
+    templates_skipped: int = 0  # theme and template files a folder walk left out (also a note in `skipped`)
     upgraded: int = 0  # chunks of an index from an older Citewise given their answer units first
 
     @property
@@ -148,16 +149,19 @@ def discover(
     exclude: Path | None = None,
     skipped: list[str] | None = None,
     ignore: Sequence[str] = (),
+    templates: list[str] | None = None,
 ) -> list[tuple[Path, Path]]:
     """(root, file) pairs for every supported file under `paths`, sorted, each file once. Files under `exclude` (the
     home) are left out, and `skipped` is told so; so are files whose path under their root matches an `ignore`
-    glob (a source's --exclude), silently."""
+    glob (a source's --exclude), silently; and theme and template files found in a folder (globs.py), unless a glob
+    asks for them, told to `skipped` as one note and listed in `templates`."""
     missing = [str(p) for p in paths if not p.exists()]
     if missing:
         raise ConfigError(f"No such file or directory: {', '.join(missing)}")
     # resolved target → (root, the file as listed under it): a symlinked file keeps the path it has in the tree (its
     # identity, and what the document is called), and a target linked twice is ingested once.
     found: dict[Path, tuple[Path, Path]] = {}
+    left_out: dict[Path, str] = {}  # theme and template files: resolved path → the path under its folder
     for given in paths:
         given = given.resolve()
         if given.is_file():
@@ -169,16 +173,39 @@ def discover(
             for file in given.glob(pattern):
                 rel_parts = file.relative_to(given).parts[:-1]
                 if file.is_file() and not any(p in SKIP_DIRS or p.startswith(".") for p in rel_parts):
-                    if ignore and any_match(file.relative_to(given).as_posix(), ignore):
+                    relative = file.relative_to(given).as_posix()
+                    if ignore and any_match(relative, ignore):
                         continue
                     resolved = file.resolve()
+                    if resolved in found or resolved in left_out:
+                        continue
                     if leave_out is not None and (resolved == leave_out or leave_out in resolved.parents):
                         note = f"{leave_out} (the Citewise home, inside {given}: never ingested)"
                         if skipped is not None and note not in skipped:
                             skipped.append(note)
                         continue
+                    if is_theme_template(relative, lambda file=file: _head(file)) and not asks_for_template(
+                        relative, globs
+                    ):
+                        left_out[resolved] = relative
+                        continue
                     found.setdefault(resolved, (given, file))
+    if left_out:
+        listed = sorted(left_out.values())
+        if skipped is not None:
+            skipped.append(templates_note(listed))
+        if templates is not None:
+            templates += listed
     return sorted(found.values(), key=lambda rf: str(rf[1]))
+
+
+def _head(file: Path) -> bytes:
+    """The start of a file, enough to tell a template by (an unreadable one is left for its loader to report)."""
+    try:
+        with file.open("rb") as handle:
+            return handle.read(65536)
+    except OSError:
+        return b""
 
 
 def _source_url(base_url: str | None, relative: str) -> str | None:
@@ -235,7 +262,10 @@ class Ingestor:
         patterns = globs or self.settings.ingest.globs
         self._check_paths(paths)
         skipped: list[str] = []
-        files = discover(paths, patterns, exclude=self.settings.home.resolve(), skipped=skipped, ignore=ignore)
+        templates: list[str] = []
+        files = discover(
+            paths, patterns, exclude=self.settings.home.resolve(), skipped=skipped, ignore=ignore, templates=templates
+        )
         if not files and not prune:  # with --prune an emptied folder is legitimate: everything under it goes
             raise ConfigError(
                 f"No files to ingest under {', '.join(str(p) for p in paths)} (patterns: {', '.join(patterns)}). "
@@ -246,6 +276,7 @@ class Ingestor:
             jobs = [self._file_job(root, file) for root, file in files]
             report = self._run(jobs)
             report.skipped = skipped
+            report.templates_skipped = len(templates)
             if prune and not report.interrupted:
                 roots = [p.resolve() for p in paths]
                 report.pruned = self._prune(roots, keep={j.doc_id for j in jobs})

@@ -58,6 +58,9 @@ def outline_anchors(
     path: list[tuple[int, str]] = []
     cursor = 0
     for level, text in outline:
+        # The loader keeps an explicit id in the outline alone: a chunk's headings are the text without it.
+        custom = _CUSTOM_ID.search(text)
+        text = _CUSTOM_ID.sub("", text) if custom else text
         path[:] = [(lvl, t) for lvl, t in path if lvl < level]
         path.append((level, text))
         fragment = None
@@ -68,11 +71,27 @@ def outline_anchors(
                     fragment, cursor = page_ids[index][1], index + 1
                     break
         if not fragment:
-            custom = _CUSTOM_ID.search(text)
             fragment = custom.group(1) if custom else _unique(slugify(text, style), seen, style)
         if fragment:
             anchors.setdefault(" > ".join(t for _, t in path), fragment)
     return anchors
+
+
+def page_heading_ids(headings: Sequence[str], style: SlugStyle = "github") -> list[str]:
+    """The id each heading of a page rendered here gets (`citewise serve`'s /pages), in reading order: its explicit
+    `{#custom-id}`, else the slug rule with repeats numbered — the fragments `outline_anchors` gives sections when
+    the page has no ids of its own, and the ones the docs' own `page.md#section` links were written against."""
+    seen: dict[str, int] = {}
+    ids = []
+    for text in headings:
+        custom = _CUSTOM_ID.search(text)
+        ids.append(custom.group(1) if custom else _unique(slugify(text, style), seen, style))
+    return ids
+
+
+def strip_custom_id(text: str) -> str:
+    """A heading's text without its `{#custom-id}`, as a generator shows it."""
+    return _CUSTOM_ID.sub("", text)
 
 
 def _unique(slug: str, seen: dict[str, int], style: SlugStyle) -> str:

@@ -14,12 +14,12 @@ from __future__ import annotations
 
 import hashlib
 import io
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from urllib.parse import urlsplit
 
 from citewise.errors import ConfigError, IngestError, SourceError
-from citewise.ingest.globs import any_match
+from citewise.ingest.globs import any_match, asks_for_template, is_theme_template
 from citewise.settings import Settings, SourceSpec
 from citewise.sources.config import redact_url
 from citewise.sources.fetch import checked_pool_manager, resolve_checked
@@ -87,6 +87,7 @@ class Snapshot:
     commit: str  # full sha
     ref: str  # the name {ref} stands for: the branch or tag asked for, else HEAD's branch, else the commit
     files: dict[str, str]  # repository path → blob id, after include/exclude
+    templates: list[str] = field(default_factory=list)  # theme and template files left out (paths under the root)
 
 
 class GitRepository:
@@ -179,6 +180,7 @@ class GitRepository:
         root = self.spec.root.strip("/")
         include = self.spec.include or self.settings.ingest.globs
         files: dict[str, str] = {}
+        templates: list[str] = []
         for entry in iter_tree_contents(repo.object_store, commit.tree):
             if entry.path is None or entry.mode is None or entry.sha is None:
                 continue
@@ -191,8 +193,14 @@ class GitRepository:
             if any(part.startswith(".") for part in PurePosixPath(relative).parts[:-1]):
                 continue
             if any_match(relative, include) and not any_match(relative, self.spec.exclude):
+                # As a folder walk does (ingest/globs.py): theme and template files stay out unless a glob asks.
+                # Only an HTML file outside the theme folders is read to tell, its blob by the id.
+                read = lambda blob=entry.sha: repo[blob].as_raw_string()  # noqa: E731 - read only if need be
+                if is_theme_template(relative, read) and not asks_for_template(relative, include):
+                    templates.append(relative)
+                    continue
                 files[path] = entry.sha.decode("ascii")
-        return Snapshot(commit=commit_id.decode("ascii"), ref=ref, files=files)
+        return Snapshot(commit=commit_id.decode("ascii"), ref=ref, files=files, templates=sorted(templates))
 
     def _resolve(self, repo) -> tuple[bytes, str]:
         from dulwich.objects import Tag

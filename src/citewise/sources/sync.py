@@ -33,6 +33,7 @@ from pydantic import BaseModel, Field
 from citewise.errors import CitewiseError, IngestError, SourceError
 from citewise.index.knowledge_base import KnowledgeBase
 from citewise.index.registry import now_iso
+from citewise.ingest.globs import templates_note
 from citewise.ingest.loaders import load_bytes
 from citewise.ingest.pipeline import Ingestor, IngestReport, Progress
 from citewise.settings import SourceKind, SourceSpec
@@ -266,6 +267,8 @@ def _sync_git(kb, ingestor, name, spec, state, report) -> None:
 def _sync_git_snapshot(kb, ingestor, name, spec, state, report, repo: GitRepository) -> None:
     snapshot = repo.snapshot()
     report.revision = snapshot.commit
+    if snapshot.templates:
+        report.notes.append(f"skipped {templates_note(snapshot.templates)}")
     # The ingest fingerprint too: a change of chunking or of what is stored per chunk (sentence vectors) re-reads
     # every file, as it does for `citewise ingest`; unchanged chunks still reuse their vectors.
     layout = f"{repo.layout(snapshot)}\0{kb.ingest_fingerprint()}"
@@ -318,6 +321,7 @@ def _sync_folder(kb, ingestor, name, spec, state, report) -> None:
     known = state.documents(name)
     ingest = ingestor.ingest_paths([root], prune=True, globs=spec.include or None, ignore=spec.exclude)
     _count(ingest, report)
+    report.notes += [f"skipped {note}" for note in ingest.skipped]
     report.updated, report.unchanged, report.removed = ingest.indexed, ingest.unchanged, ingest.pruned
     report.failures += [SyncFailure(document=f.source, error=f.error) for f in ingest.failures]
     rows = {}
