@@ -61,14 +61,16 @@ $(LOCAL_LLM_STAMP): $(STAMP)
 	@touch $@
 
 # Ingest the bundled docs, answer one question in quote mode (no LLM, no key), then serve the API + web chat.
+# The server serves docs/ itself at /pages/ (--pages) and the ingest links citations there (--base-url): every link
+# in an answer opens offline, at its section.
 demo: install
 	@echo "==> demo 1/3: ingest docs/ into $(HOME_DIR)"
-	$(BIN)/citewise ingest docs --home $(HOME_DIR)
+	$(BIN)/citewise ingest docs --base-url http://127.0.0.1:$(PORT)/pages --home $(HOME_DIR)
 	$(BIN)/citewise docs list --home $(HOME_DIR)
 	@echo "==> demo 2/3: a question, answered in quote mode (no LLM, no key)"
 	$(BIN)/citewise ask "How do I remove deleted files from the index?" --home $(HOME_DIR)
-	@echo "==> demo 3/3: the API and web chat on http://127.0.0.1:$(PORT)/  (Ctrl+C stops the server)"
-	$(BIN)/citewise serve --home $(HOME_DIR) --port $(PORT)
+	@echo "==> demo 3/3: the API and web chat on http://127.0.0.1:$(PORT)/, the docs at /pages/  (Ctrl+C stops it)"
+	$(BIN)/citewise serve --home $(HOME_DIR) --port $(PORT) --pages docs
 
 # Everything but the tests of the opt-in extras (marked `extras`: `make test-extras` runs those).
 test: install

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import gc
 import json
+import shutil
 import subprocess
 import sys
 
@@ -115,6 +116,52 @@ def test_usage_errors_exit_2_with_a_message(tmp_path):
     assert unknown.exit_code == 2 and "No document" in unknown.stderr
 
 
-def test_search_on_empty_home_says_so(tmp_path):
-    result = _run("search", "anything", "--home", str(tmp_path / "home"))
-    assert result.exit_code == 0 and "index is empty" in result.stdout
+def test_reading_commands_on_a_home_with_nothing_ingested_say_so_and_create_nothing(tmp_path):
+    """A mistyped --home used to be created, and `ask` answered with the refusal sentence (exit 0), as if the docs
+    lacked the answer. Now ask, search and chat say there is nothing there and what to run (exit 2)."""
+    missing = tmp_path / "typo"
+    for args in (["ask", "How do I rotate the key?"], ["search", "rotate"], ["search", "rotate", "--json"], ["chat"]):
+        result = runner.invoke(app, [*args, "--home", str(missing)], input="exit\n")
+        assert result.exit_code == 2, (args, result.output)
+        said = " ".join(result.stderr.split())
+        assert f"No Citewise home at {missing}" in said and f"citewise ingest PATH --home {missing}" in said
+        assert result.stdout.strip() == "", args  # not the refusal sentence, not an empty JSON result
+    assert not missing.exists()
+
+    empty = tmp_path / "empty"  # a home that exists with no document in it (a server started on it, say)
+    empty.mkdir()
+    for args in (["ask", "How do I rotate the key?"], ["search", "rotate"], ["chat"]):
+        result = runner.invoke(app, [*args, "--home", str(empty)], input="exit\n")
+        assert result.exit_code == 2, (args, result.output)
+        said = " ".join(result.stderr.split())
+        assert "Nothing is ingested in" in said and "citewise ingest PATH" in said
+    assert list(empty.iterdir()) == []
+
+    broken = tmp_path / "broken"  # every document failed: nothing to answer from, and the list says why
+    broken.mkdir()
+    (broken / "bad.pdf").write_bytes(b"%PDF-1.4 garbage")
+    assert _run("ingest", str(broken), "--home", str(empty)).exit_code == 1
+    result = runner.invoke(app, ["ask", "How do I rotate the key?", "--home", str(empty)])
+    assert result.exit_code == 2 and "all 1 failed" in " ".join(result.stderr.split())
+
+    selected = tmp_path / "selected.txt"  # an answer about a selected text needs no index
+    selected.write_text("Keys are rotated every ninety days by the scheduler.\n")
+    result = runner.invoke(app, ["search", "rotated", "--selected-text", str(selected), "--home", str(empty)])
+    assert result.exit_code == 0 and "ninety days" in result.stdout
+
+
+def test_on_postgres_the_database_decides_whether_anything_is_ingested(tmp_path, pg_url, monkeypatch):
+    """With store = "postgres" the documents are the database's: a home folder that was never created is no sign of
+    an empty index, and an empty database is said to be one."""
+    monkeypatch.setenv("CITEWISE_STORE", "postgres")
+    monkeypatch.setenv("CITEWISE_DATABASE_URL", pg_url)
+    home = tmp_path / "never-created"
+    empty = runner.invoke(app, ["search", "worker threads", "--home", str(home)])
+    assert empty.exit_code == 2 and "Nothing is ingested in the PostgreSQL database" in " ".join(empty.stderr.split())
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    (docs / "workers.md").write_text("# Workers\n\nThe worker pool runs twelve threads by default.\n")
+    assert _run("ingest", str(docs), "--home", str(home)).exit_code == 0
+    shutil.rmtree(home, ignore_errors=True)  # a replica's local folder: nothing of the index lives there
+    found = runner.invoke(app, ["search", "worker threads", "--home", str(home)])
+    assert found.exit_code == 0 and "twelve threads" in found.stdout

@@ -103,7 +103,7 @@ def test_read_only_commands_do_not_create_a_missing_home(tmp_path):
     listing = _run("docs", "list", "--home", str(home))
     assert listing.exit_code == 0 and "no citewise home" in listing.stdout.lower()
     assert json.loads(_run("docs", "list", "--home", str(home), "--json").stdout) == []
-    search = _run("search", "anything", "--home", str(home))
-    assert search.exit_code == 0 and "index is empty" in search.stdout
+    search = runner.invoke(app, ["search", "anything", "--home", str(home)])
+    assert search.exit_code == 2 and "no citewise home" in search.stderr.lower()
     assert _run("gaps", "--home", str(home)).exit_code == 0
     assert not home.exists()

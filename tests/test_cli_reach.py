@@ -118,3 +118,34 @@ def test_gaps_shows_ratings_refusals_and_the_answer_rate(tmp_path):
     assert mine["questions"] == 1 and mine["analytics"]["ratings"] == {"up": 0, "down": 1}
     theirs = json.loads(runner.invoke(app, ["gaps", "--home", str(home), "--owner", "bob", "--json"]).stdout)
     assert theirs["questions"] == 0 and theirs["analytics"]["marked_bad"] == []
+
+
+def test_gaps_marks_questions_whose_refusal_a_reader_rated_wrong(tmp_path):
+    """A refusal rated down is the reader saying "the docs do cover this": a false refusal, not a missing page. gaps
+    still lists the question, marked so, with what the reader said; other groups are not marked."""
+    home = tmp_path / "home"
+    home.mkdir()
+    (home / "questions.jsonl").write_text(LOG.read_text())
+    store = SqliteFeedbackStore(home / "feedback.sqlite3")
+    refused = AnswerRecord(
+        owner="public", question="How do I rotate API keys?", answer=REFUSAL_TEXT, status="refused",
+        exit_reason="COMPLETED", refusal_reason="weak_evidence",
+    )  # fmt: skip
+    store.record_answer(refused)
+    store.rate(refused.answer_id, "public", Rating.DOWN, "It's under Owners and API keys")
+    answered = AnswerRecord(
+        owner="public", question="Is there a limit on upload size?", answer="50 MB [1].", status="success",
+        exit_reason="COMPLETED",
+    )  # fmt: skip
+    store.record_answer(answered)  # an answer rated down is a bad answer, not a wrong refusal
+    store.rate(answered.answer_id, "public", Rating.DOWN, None)
+
+    report = json.loads(runner.invoke(app, ["gaps", "--home", str(home), "--json"]).stdout)
+    marked = {g["question"]: (g["rated_wrong"], g["rated_wrong_comments"]) for g in report["groups"]}
+    assert marked["How do I rotate API keys?"] == (1, ["It's under Owners and API keys"])
+    assert all(count == 0 for question, (count, _) in marked.items() if "rotate" not in question)
+
+    table = runner.invoke(app, ["gaps", "--home", str(home)], env={"COLUMNS": "200"})
+    assert table.exit_code == 0, table.output
+    flat = " ".join(table.stdout.split())
+    assert "refusal rated wrong by readers (1)" in flat and "Owners and API keys" in flat

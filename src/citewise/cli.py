@@ -110,6 +110,33 @@ def _settings(home: Path | None, **overrides) -> Settings:
     return settings
 
 
+def _require_documents(settings: Settings, home: Path | None) -> None:
+    """`ask`, `search` and `chat` read what was ingested. On a home where nothing is, every question would be refused
+    as if the docs lacked its answer (exit 0): say so instead, in one line with what to run (exit 2). It only reads,
+    so a mistyped --home is never created. With `store = "postgres"` the documents are the database's: the local
+    folder may well be empty."""
+    from citewise.errors import NothingIngestedError
+    from citewise.index.registry import open_registry
+
+    run = "citewise ingest PATH" + (f" --home {home}" if home is not None else "")
+    if not settings.uses_postgres and not settings.home.exists():
+        raise NothingIngestedError(
+            f"No Citewise home at {settings.home.resolve()}: nothing was ever ingested there. Check --home (or "
+            f"CITEWISE_HOME), or add documents first with `{run}`."
+        )
+    counts = open_registry(settings).counts()
+    if counts.get(DocStatus.INDEXED) or counts.get(DocStatus.PENDING):
+        return  # a PENDING document may be one being re-ingested, its last version still searchable
+    where = "the PostgreSQL database" if settings.uses_postgres else str(settings.home.resolve())
+    failed = counts.get(DocStatus.FAILED, 0)
+    if failed:
+        raise NothingIngestedError(
+            f"No document is indexed in {where}: all {failed} failed to ingest (`citewise docs list --status FAILED` "
+            "says why)."
+        )
+    raise NothingIngestedError(f"Nothing is ingested in {where} yet: add documents with `{run}`.")
+
+
 def _eval_settings() -> Settings:
     """An eval indexes its data set into a throwaway embedded home: never into a shared PostgreSQL database."""
     return _settings(None).model_copy(update={"store": "lancedb"})
@@ -274,7 +301,8 @@ def search(
                 text = selected_text.read_text(encoding="utf-8")
             except (OSError, UnicodeDecodeError) as exc:
                 raise CitewiseError(f"Cannot read --selected-text {selected_text}: {exc}") from exc
-        kb = KnowledgeBase(_settings(home))
+        settings = _settings(home)
+        kb = KnowledgeBase(settings)
         retriever = Retriever(kb)
         if text is not None:
             from citewise.ingest.selection import search_selected
@@ -282,15 +310,13 @@ def search(
             result = search_selected(retriever, query, k, text=text, mode=mode)
         else:
             result = retriever.search(query, k, owner=owner, mode=mode, filters={"module": module} if module else None)
+        if result.empty and text is None:
+            _require_documents(settings, home)  # nothing found because nothing is there: say so (exit 2)
         if as_json:
             print(result.model_dump_json())
             return 0
         if result.empty:
-            if kb.manifest is None and text is None:
-                out.print("The index is empty. Add documents with `citewise ingest PATH`.")
-            else:
-                floor = kb.settings.retrieval.min_score
-                out.print(f"No chunk is relevant enough (minimum similarity {floor}).")
+            out.print(f"No chunk is relevant enough (minimum similarity {settings.retrieval.min_score}).")
             return 0
         for rank, chunk in enumerate(result.chunks, 1):
             where = chunk.filename + (f" p.{chunk.page}" if chunk.page else "")
@@ -403,7 +429,8 @@ def ask(
 ) -> None:
     """Answer QUESTION from the ingested docs, citing every claim, or say the docs don't cover it.
 
-    Exit code 0 for an answer or an honest refusal, 1 when the run failed (see exit_reason), 2 for bad input.
+    Exit code 0 for an answer or an honest refusal, 1 when the run failed (see exit_reason), 2 for bad input or a
+    home with nothing ingested.
     """
 
     def go() -> int:
@@ -412,11 +439,14 @@ def ask(
             from citewise.agent.runner import Citewise
             from citewise.agent.sync import run_sync
 
-            cw = Citewise(_settings(home))
+            settings = _settings(home)
+            cw = Citewise(settings)
             request = cw.request(
                 question, owner=owner, selected_text=_read_selected_text(selected_text), style=style, mode=mode,
                 trace=trace,
             )  # fmt: skip
+            if request.selected_text is None:  # a selected text is all an answer about it needs
+                _require_documents(settings, home)
             if as_json and trace:
                 answer, shown = run_sync(_stream_run(cw, request, show_tokens=False, show_trace=False))
             elif not live:
@@ -450,7 +480,9 @@ def chat(
         from citewise.agent.runner import Citewise
         from citewise.agent.sync import run_sync
 
-        cw = Citewise(_settings(home), checkpointer=InMemorySaver())
+        settings = _settings(home)
+        _require_documents(settings, home)  # before the prompt: no question could be answered
+        cw = Citewise(settings, checkpointer=InMemorySaver())
         session = f"cli-{uuid.uuid4().hex[:12]}"
         options = {"owner": owner, "style": style, "mode": mode}
         out.print("[dim]Ask about the docs. `exit` or Ctrl-D leaves; the conversation is kept until then.[/]")
@@ -1085,7 +1117,7 @@ def gaps(
 
     def go() -> int:
         from citewise.eval.gaps import gap_report
-        from citewise.feedback.analytics import analytics_report
+        from citewise.feedback.analytics import analytics_report, mark_rated_refusals
         from citewise.feedback.store import open_feedback_store
         from citewise.types import Owner
 
@@ -1096,6 +1128,7 @@ def gaps(
         # A read-only command: the ratings are read only when a server has kept some (never creates the file).
         has_feedback = settings.uses_postgres or settings.feedback_path.exists()
         store = open_feedback_store(settings) if has_feedback else None
+        mark_rated_refusals(report["groups"], store, owner=owner_id)  # a false refusal is no missing page
         report["analytics"] = analytics_report(settings, store, owner=owner_id, days=days)
         if as_json:
             print(json.dumps(report))
@@ -1123,6 +1156,13 @@ def _print_gaps(report: dict, min_count: int) -> None:
         notes = group["insufficiencies"][:2]
         if notes:
             wordings.append("[yellow]missing: " + shown("; ".join(notes)) + "[/]")
+        if group.get("rated_wrong"):  # the reader expected an answer: check the docs before writing one
+            said = "; ".join(f"“{c}”" for c in group.get("rated_wrong_comments") or [])
+            wordings.append(
+                f"[magenta]refusal rated wrong by readers ({group['rated_wrong']}): the docs may answer it already"
+                + (f" — {shown(said)}" if said else "")
+                + "[/]"
+            )
         table.add_row(str(group["count"]), "\n".join(wordings), shown("\n".join(group["queries"][:5])))
     out.print(table)
 
@@ -1259,6 +1299,15 @@ def serve(
     port: Annotated[int | None, typer.Option("--port", help="Port to listen on (default 8000).")] = None,
     home: HomeOpt = None,
     log_level: Annotated[str, typer.Option("--log-level", help="debug, info, warning or error.")] = "info",
+    pages: Annotated[
+        Path | None,
+        typer.Option(
+            "--pages",
+            help="Serve this docs folder read-only at /pages/ (Markdown as HTML): ingest it with --base-url "
+            "http://HOST:PORT/pages and answers link to it.",
+            show_default=False,
+        ),
+    ] = None,
 ) -> None:
     """Serve the HTTP API and the web chat (uvicorn). See docs/server.md."""
 
@@ -1281,7 +1330,9 @@ def serve(
         citewise_log.addHandler(handler)
         citewise_log.setLevel(log_level.upper())
         citewise_log.propagate = False
-        settings = _settings(home)
+        if pages is not None and not pages.is_dir():
+            raise CitewiseError(f"--pages {pages}: no such folder. Give the docs folder you ingested.")
+        settings = _settings(home, server={"pages_dir": pages.resolve()} if pages is not None else None)
         # A server writes to its home (uploads, sessions, the model cache) from its first request on: a home it
         # can't create or write to is the operator's mistake to hear about now, not a traceback at start-up.
         prepare_home(settings.home)
@@ -1297,6 +1348,8 @@ def serve(
                 highlight=False,
             )
         say(out, "Citewise on http://{}:{}/  [dim](home {})[/]", bind_host, bind_port, settings.home)
+        if settings.server.pages_dir is not None:
+            say(out, "[dim]Pages of {} at http://{}:{}/pages/[/]", settings.server.pages_dir, bind_host, bind_port)
         config = uvicorn_config(
             create_app(settings), settings, host=bind_host, port=bind_port, log_level=log_level.lower()
         )

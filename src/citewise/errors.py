@@ -5,7 +5,9 @@
     │   ├── MissingExtraError     an optional integration is not installed; says what to `pip install`
     │   ├── ValidationError       a request value is out of range or malformed (empty query, top_k=0, bad id)
     │   ├── IndexMismatchError    the index was built with another embedding model than the one configured
-    │   └── IndexUpgradeNeeded    the index was written by an older Citewise; the message says what to run
+    │   ├── IndexUpgradeNeeded    the index was written by an older Citewise; the message says what to run
+    │   └── NothingIngestedError  a command that reads the docs (ask, search, chat) on a home, or a database, where no
+    │                             document is indexed (a mistyped --home); the message says what to ingest
     ├── IngestError               a document could not be loaded or chunked (it fails alone; the batch goes on)
     ├── HomeBusyError             another writer holds the home's write lock and this one would not (or no longer)
     │                             wait; try again when it has finished
@@ -59,6 +61,11 @@ class IndexUpgradeNeeded(ConfigError):
             "This index was written by an older Citewise, before answers were read unit by unit: run "
             f"`citewise doctor --repair --home {home}` once to upgrade it in place (nothing is re-embedded)."
         )
+
+
+class NothingIngestedError(ConfigError):
+    """The home (or the PostgreSQL database) holds no indexed document: every question would be refused as if the
+    docs lacked its answer, so a command that reads the docs says so instead, and what to run."""
 
 
 class IngestError(CitewiseError):

@@ -108,6 +108,22 @@ def test_replace_then_fetch_returns_every_field(store):
     assert sorted(store.indexed_texts()) == sorted((c.owner, search_text(c)) for c in BASE)
 
 
+def test_sections_are_each_section_once_in_document_order_for_the_owner(store):
+    assert store.sections() == []
+    chunks = [
+        chunk("beta", 0, "Intro.", chapter="Guide"),
+        chunk("beta", 1, "Step one.", chapter="Guide > Setup"),
+        chunk("beta", 2, "Step two.", chapter="Guide > Setup"),  # the same section again: listed once
+        chunk("beta", 3, "Back to the top.", chapter="Guide"),
+        chunk("alpha", 0, "No heading at all.", chapter=""),
+        chunk("gamma", 0, "Alice's own.", owner="alice", chapter="Vault > Unsealing"),
+    ]
+    put(store, chunks)
+    assert store.sections(build_where(None)) == [("alpha", ""), ("beta", "Guide"), ("beta", "Guide > Setup")]
+    assert ("gamma", "Vault > Unsealing") in store.sections(build_where("alice"))
+    assert len(store.sections()) == 4
+
+
 def test_replacing_a_document_drops_its_other_chunks_in_one_commit(open_store):
     store = open_store()
     put(store, BASE)

@@ -77,6 +77,24 @@ def test_the_log_is_read_for_one_owner_and_the_period_only(logged):
     assert report["unreadable_log_lines"] == unreadable and report["since"] == SINCE
 
 
+def test_unanswered_questions_whose_refusal_a_reader_rated_wrong_are_marked(logged):
+    """The analytics' unanswered groups carry the readers' verdict on the refusal, owner by owner, on both backends."""
+    from citewise.feedback.store import AnswerRecord, Rating, open_feedback_store
+
+    store = open_feedback_store(logged)
+    for owner, comment in (("alice", "The FAQ has one"), ("bob", "bob's rating is not alice's")):
+        refused = AnswerRecord(
+            owner=owner, question="is there a  Sourdough recipe?", answer=REFUSAL_TEXT, status="refused",
+            exit_reason="COMPLETED", refusal_reason="weak_evidence",
+        )  # fmt: skip
+        store.record_answer(refused)
+        store.rate(refused.answer_id, owner, Rating.DOWN, comment)
+    report = analytics_report(logged, store, owner="alice", days=30, now=NOW)
+    (group,) = report["unanswered"]
+    assert (group["rated_wrong"], group["rated_wrong_comments"]) == (1, ["The FAQ has one"])
+    assert analytics_report(logged, None, owner="alice", days=30, now=NOW)["unanswered"][0]["rated_wrong"] == 0
+
+
 def test_a_refusal_is_sent_in_the_words_of_the_one_table(agent_app, started):
     """The agent refuses (a code only: no refusal_detail of its own, unlike quote mode): the API sends the code's
     words from the table the analytics use, so the web chat and the widget show them without a table of their own."""

@@ -17,11 +17,14 @@ from citewise.agent.conflicts import find_conflicts
 from citewise.agent.limits import EXIT_REASONS, RETRIEVAL_OUTAGE, ExitInfo
 from citewise.agent.messages import ai, message_text
 from citewise.agent.state import AgentState
+from citewise.quote.question import question_focus
 from citewise.settings import Settings
+from citewise.text import content_terms, stem
 from citewise.types import (
     REFUSAL_TEXT,
     Answer,
     AnswerMode,
+    Chunk,
     Citation,
     Determinism,
     ExitReason,
@@ -100,7 +103,9 @@ class AnswerBuilder:
             insufficiencies=list(state.get("insufficiencies") or []),
             refusal_reason=ending.refusal_reason,
             refusal_detail=state.get("refusal_detail") if refused else None,
-            closest_sections=closest_sections(sources) if refused else [],
+            closest_sections=(
+                closest_sections(sources, request.question, state.get("corrections") or {}) if refused else []
+            ),
             empty_retrieval=bool(state.get("empty_retrieval")) and state.get("searches", 0) > 0,
             retrieval_failure=ending.retrieval_failure,
             conflicting_info=find_conflicts(
@@ -172,13 +177,40 @@ def _answerer(state: AgentState, reason: ExitReason) -> str:
     return state.get("model_used") or answerer
 
 
-def closest_sections(sources: Sequence[ScoredChunk]) -> list[SectionRef]:
-    """The first few distinct sections among what the run found, in the order it found them (the first search's
-    best first): where a reader may look when the docs don't answer the question itself."""
+def subject_terms(question: str, corrections: Mapping[str, str] | None = None) -> set[str]:
+    """What the question is about, as stems: the content words of its focus (`question_focus`: without "Hi, quick
+    question:" and the like; stop words left out), a misspelt word counted as the index word searched instead."""
+    terms = content_terms(question_focus(question))
+    for wrong, right in (corrections or {}).items():
+        if stem(wrong) in terms:
+            terms.discard(stem(wrong))
+            terms |= content_terms(right)
+    return terms
+
+
+def on_subject(chunk: Chunk, terms: set[str]) -> bool:
+    """Whether a section is on the question's subject: it holds (in its headings, title, file name or text) more
+    than half of the question's subject terms. A sourdough-bread question's subject is sourdough and bread: a
+    "Recipes" section that shares only "recipe" is not on it; "How do I rotate the API key?" and an "API keys"
+    section share two of three."""
+    if not terms:
+        return False
+    held = terms & content_terms(" ".join((chunk.filename, chunk.title, chunk.chapter, chunk.text)))
+    return len(held) * 2 > len(terms)
+
+
+def closest_sections(
+    sources: Sequence[ScoredChunk], question: str, corrections: Mapping[str, str] | None = None
+) -> list[SectionRef]:
+    """The first few distinct sections among what the run found that are on the question's subject (`on_subject`),
+    in the order it found them (the first search's best first): where a reader may look when the docs don't answer
+    the question itself. None when nothing found is on its subject: a section that merely came closest is no place
+    to look."""
+    terms = subject_terms(question, corrections)
     seen: set[tuple[str, str]] = set()
     out: list[SectionRef] = []
     for chunk in sources:
-        if chunk.section in seen:
+        if chunk.section in seen or not on_subject(chunk, terms):  # another chunk of a section may be on it
             continue
         seen.add(chunk.section)
         out.append(SectionRef.of(chunk))

@@ -7,6 +7,10 @@ every owner unless `--owner`). It puts together
 - the answers marked bad: thumbs down, with the reader's comment, the answer, its citations and exit reason;
 - refusals by reason (`weak_evidence`, `empty_retrieval`, … and failed runs by exit reason), in words as well;
 - the answer rate over time: per day, questions asked, answered, refused, failed.
+
+A refusal a reader rated down says the reader expected an answer: the docs may well hold it, and the refusal was
+the mistake, not the docs. Such questions are marked in the unanswered groups (`mark_rated_refusals`), so nobody
+writes a page the docs already have.
 """
 
 from __future__ import annotations
@@ -23,11 +27,12 @@ if TYPE_CHECKING:
 
 # The refusal codes in words: the one table. The analytics list refusals by them, and the server sends them as a
 # refused answer's refusal_detail (server/answer_text.py), which the web chat, the widget and MCP show as they are.
+# Written for the reader who asked, not for whoever built the index: no "passages", "chunks", "retrieval" or scores.
 REFUSAL_WORDS = {
-    "empty_retrieval": "Nothing in the docs matched the question.",
-    "weak_evidence": "The closest passages don't answer the question.",
-    "not_in_documentation": "The passages that were read don't answer the question.",
-    "uncited_answer": "The answer could not be tied to a passage of the docs.",
+    "empty_retrieval": "Nothing in the docs matches this question.",
+    "weak_evidence": "What the docs say that comes closest to this question doesn't answer it.",
+    "not_in_documentation": "The parts of the docs that were read don't answer this question.",
+    "uncited_answer": "An answer was drafted, but nothing in the docs backs it, so it isn't shown.",
 }
 
 
@@ -73,11 +78,38 @@ def analytics_report(
             {"reason": reason, "count": count, "meaning": REFUSAL_WORDS.get(reason, "")}
             for reason, count in sorted(reasons.items(), key=lambda kv: (-kv[1], kv[0]))
         ],
-        "unanswered": group_gaps([r for r in recent if is_gap(r)])[:top],
+        "unanswered": mark_rated_refusals(group_gaps([r for r in recent if is_gap(r)])[:top], store, owner=owner),
         "ratings": ratings,
         "marked_bad": marked_bad,
         "unreadable_log_lines": unreadable,
     }
+
+
+RATED_REFUSALS_READ = 1000  # the newest refusals rated down that gap groups are matched against
+COMMENTS_SHOWN = 3
+
+
+def mark_rated_refusals(
+    groups: list[dict[str, Any]], store: FeedbackStore | None, *, owner: str | None
+) -> list[dict[str, Any]]:
+    """Mark each gap group (eval/gaps.py) with the refusals of its questions that a reader rated down:
+    `rated_wrong`, how many ratings, and `rated_wrong_comments`, what the readers said (newest first). A group
+    with none gets 0 and []. A question matches by its wording (case and spaces aside); `owner` None: every
+    owner's ratings (the operator's `citewise gaps`). Returns `groups`, marked in place."""
+    wrong: dict[str, list[str | None]] = defaultdict(list)
+    if store is not None:
+        for rated in store.rated(owner, rating=Rating.DOWN, limit=RATED_REFUSALS_READ):
+            if rated.status == "refused":
+                wrong[_wording(rated.question)].append(rated.comment)
+    for group in groups:
+        comments = [c for q in group["questions"] for c in wrong.get(_wording(q["question"]), [])]
+        group["rated_wrong"] = len(comments)
+        group["rated_wrong_comments"] = [c for c in comments if c][:COMMENTS_SHOWN]
+    return groups
+
+
+def _wording(question: str) -> str:
+    return " ".join(question.lower().split())
 
 
 def _outcome(record: dict[str, Any]) -> str:

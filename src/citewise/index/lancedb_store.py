@@ -584,6 +584,16 @@ class LanceStore:
         rows = self._reads.scan(self._chunk_columns(), condition, len(chunk_ids)).to_pylist()
         return {row["chunk_id"]: Chunk(**row) for row in rows}
 
+    def sections(self, where: str | None = None) -> list[tuple[str, str]]:
+        if self._reads is None:
+            return []
+        rows = self._reads.scan(["doc_id", "chapter", "chunk_index"], where)
+        order = sorted(
+            zip(rows.column("doc_id").to_pylist(), rows.column("chunk_index").to_pylist(),
+                rows.column("chapter").to_pylist(), strict=True)
+        )  # fmt: skip
+        return list(dict.fromkeys((doc_id, chapter or "") for doc_id, _, chapter in order))
+
     def indexed_texts(self) -> Iterator[tuple[str, str]]:
         if self._reads is None:
             return

@@ -347,6 +347,12 @@ class PostgresStore:
             filled += len(rows)
         return filled
 
+    def sections(self, where: str | None = None) -> list[tuple[str, str]]:
+        sql = "SELECT doc_id, chapter, min(chunk_index) AS first FROM chunks" + (f" WHERE {where}" if where else "")
+        with self._db.transaction() as conn:
+            rows = conn.execute(sql + ' GROUP BY doc_id, chapter ORDER BY doc_id COLLATE "C", first').fetchall()
+        return [(doc_id, chapter or "") for doc_id, chapter, _ in rows]
+
     def indexed_texts(self) -> Iterator[tuple[str, str]]:
         with self._db.transaction() as conn, conn.cursor(name="citewise_indexed_texts") as cursor:
             cursor.itersize = 4096

@@ -102,6 +102,19 @@ class Registry:
             params.append(str(status))
         return self._rows(sql + " ORDER BY source", params)
 
+    def counts(self) -> dict[DocStatus, int]:
+        """How many documents are in each state: one query, no rows read (whether anything is ingested at all)."""
+        if not self._ready and not self._path.exists():
+            return {}
+        with closing(self._connect()) as db:
+            try:
+                rows = db.execute("SELECT status, count(*) FROM documents GROUP BY status").fetchall()
+            except sqlite3.OperationalError as exc:
+                if "no such table" in str(exc):  # created by a writer that has not written yet
+                    return {}
+                raise
+        return {DocStatus(status): count for status, count in rows}
+
     def revisions(self, doc_ids: Iterable[str]) -> dict[str, str]:
         """doc_id → the commit it was read at, for those of `doc_ids` that came from a Git source."""
         ids = list(doc_ids)

@@ -10,6 +10,7 @@ from __future__ import annotations
 import hashlib
 import json
 import re
+import threading
 from collections import OrderedDict
 from collections.abc import Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -126,6 +127,7 @@ def keep_within(ranked: list[Hit], chunk_id: str, within: int) -> list[Hit]:
 
 
 PROFILE_DEPTH = 20
+SECTIONS_CACHED = 64  # owners whose sections are kept (example questions), until the index changes
 
 
 def _profile(dense: Sequence[Hit], lexical: Sequence[Hit]) -> RankingProfile:
@@ -151,6 +153,9 @@ class Retriever:
         self.settings = kb.settings.retrieval
         self._cache: OrderedDict[str, SearchResult] = OrderedDict()
         self._cache_version = -1
+        self._sections: OrderedDict[str, list[tuple[str, str]]] = OrderedDict()  # owner id → its sections
+        self._sections_version = -1
+        self._sections_lock = threading.Lock()
         # One worker: the BM25 query runs while this thread embeds the query (both release the GIL).
         self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="citewise-bm25")
 
@@ -258,6 +263,26 @@ class Retriever:
         if self.kb.manifest is None:
             return []
         return sorted(self.kb.store.chunks(where), key=lambda c: c.chunk_index)
+
+    def sections(self, owner: Owner | str | None = None) -> list[tuple[str, str]]:
+        """(doc_id, heading path) of every section `owner` may see, in document order: what example questions are
+        made of. The owner rule is part of the store's query; kept per owner until the index changes."""
+        owner = Owner.of(owner)
+        version = self.kb.version
+        if self.kb.manifest is None:
+            return []
+        with self._sections_lock:
+            if self._sections_version != version:
+                self._sections.clear()
+                self._sections_version = version
+            found = self._sections.get(owner.id)
+        if found is None:
+            found = self.kb.store.sections(build_where(owner))
+            with self._sections_lock:
+                self._sections[owner.id] = found
+                while len(self._sections) > SECTIONS_CACHED:
+                    self._sections.popitem(last=False)
+        return found
 
     def search_in(
         self, store: VectorStore, query: str, top_k: int | None = None, *, mode: RetrievalMode | str | None = None

@@ -163,6 +163,10 @@ class VectorStore(Protocol):
     def indexed_texts(self) -> Iterator[tuple[str, str]]:
         """(owner, `search_text`) of every chunk: what the full-text index holds, for the index vocabulary."""
 
+    def sections(self, where: str | None = None) -> list[tuple[str, str]]:
+        """(doc_id, heading path) of every section with a chunk matching `where`, once each, in document order (by
+        doc_id, then the section's first chunk): the headings example questions are made of. No text is read."""
+
     def chunk_rows(self) -> list[tuple[str, str]]:
         """(chunk_id, doc_id) of every stored row, duplicates included (`citewise doctor`)."""
 

@@ -175,7 +175,7 @@ class QuoteAnswerer:
             report = PartResult(
                 question=part.question,
                 refused=not verdict.answer or not passages,
-                reason=verdict.reason if passages else "No passages were found for the question.",
+                reason=verdict.reason if passages else "Nothing in the docs matches this question.",
                 probability=verdict.probability,
                 features=values,
                 missing_anchors=list(verdict.missing_anchors),
@@ -213,8 +213,6 @@ class QuoteAnswerer:
             quoted |= set(part_quotes)
         answered = [r for r in reports if not r.refused]
         if not answered:
-            reason = (
-                reports[0].reason if len(reports) == 1 else "The documentation answers none of the question's parts."
-            )
+            reason = reports[0].reason if len(reports) == 1 else "The docs answer none of the question's parts."
             return QuoteAnswer(REFUSAL_TEXT, [], True, reason, reports)
         return QuoteAnswer("\n\n".join(texts), used, False, None, reports, quotes)

@@ -135,9 +135,9 @@ def decide(
     p = round(probability(values, weights, intercept), 6)
     if anchors_missing:
         named = ", ".join(f"“{a}”" for a in anchors_missing[:3])
-        return Verdict(False, p, f"The documentation doesn't mention {named}.", values, tuple(anchors_missing))
+        return Verdict(False, p, f"The docs don't mention {named}.", values, tuple(anchors_missing))
     if p >= threshold:
         return Verdict(True, p, None, values)
     if values.get("unknown", 0.0) >= 0.5:
-        return Verdict(False, p, "The question is about something the documentation never mentions.", values)
-    return Verdict(False, p, "The closest passages are about this topic but don't answer the question.", values)
+        return Verdict(False, p, "The docs never mention what this question is about.", values)
+    return Verdict(False, p, "What the docs say that comes closest to this question doesn't answer it.", values)

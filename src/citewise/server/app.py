@@ -8,6 +8,8 @@
     /api/feedback            a rating of an answer; /api/analytics what to fix (admin keys), owner-scoped
     /v1/chat/completions     OpenAI-compatible chat (and /v1/models): Citewise as a "model" for existing clients
     /mcp                     the MCP server (streamable HTTP): search_docs, open_citation, ask, documents
+    /api/examples            three example questions made from the caller's indexed headings (the landing page's)
+    /pages/…                 a docs folder served read-only (server.pages_dir), so answers' links open offline
     /widget.js               the embeddable chat widget (a static file of citewise/web/)
     /health /ready /metrics  liveness, readiness, Prometheus
     /docs /openapi.json      the API reference (Swagger UI, served from the package: api_docs.py) and its schema
@@ -26,7 +28,7 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from fastapi import FastAPI, Request
 from fastapi.encoders import jsonable_encoder
@@ -41,7 +43,7 @@ from uvicorn.middleware.proxy_headers import ProxyHeadersMiddleware
 
 from citewise import __version__
 from citewise.agent.limits import retry_after
-from citewise.errors import CitewiseError
+from citewise.errors import CitewiseError, ConfigError
 from citewise.feedback.store import FeedbackStore, open_feedback_store
 from citewise.index.knowledge_base import KnowledgeBase
 from citewise.index.retriever import Retriever
@@ -49,10 +51,10 @@ from citewise.server.api_docs import add_api_docs
 from citewise.server.auth import rate_limiters
 from citewise.server.deps import ServerState
 from citewise.server.gate import RequestGate
-from citewise.server.http_errors import error_body, map_error
+from citewise.server.http_errors import error_body, map_error, validation_detail
 from citewise.server.mcp_server import MCPEndpoint
 from citewise.server.metrics import Metrics, MetricsMiddleware
-from citewise.server.routers import agent, chat, documents, feedback, health, openai_compat, sources
+from citewise.server.routers import agent, chat, documents, examples, feedback, health, openai_compat, pages, sources
 from citewise.server.scheduler import SourceScheduler
 from citewise.server.sessions import open_checkpointer, tidying
 from citewise.server.writer import WriteQueue
@@ -88,6 +90,9 @@ def create_app(
         citewise=citewise,
     )
 
+    pages_dir = settings.server.pages_dir
+    if pages_dir is not None and not pages_dir.is_dir():  # say so at start, not as a 404 on every page
+        raise ConfigError(f"server.pages_dir {pages_dir} is not a folder: point --pages at the docs folder to serve.")
     json_limit = int(settings.server.max_body_mb * 1024 * 1024)
     mcp = MCPEndpoint(state.agent, json_limit) if settings.server.mcp else None
     if settings.feedback.enabled:
@@ -138,6 +143,7 @@ def create_app(
     )
     app.state.citewise = state
     add_api_docs(app)
+    _serve_question_limit(app, settings.agent.max_question_chars)
 
     app.include_router(health.router)
     app.include_router(chat.router)
@@ -146,6 +152,8 @@ def create_app(
     app.include_router(sources.router)
     app.include_router(feedback.router)
     app.include_router(openai_compat.router)
+    app.include_router(examples.router)
+    app.include_router(pages.router)
     if mcp is not None:
         app.router.routes.append(Route("/mcp", endpoint=mcp, methods=["GET", "POST", "DELETE"], name="mcp"))
     app.add_exception_handler(CitewiseError, _citewise_error)
@@ -156,7 +164,10 @@ def create_app(
     # Middleware added first runs innermost: the gate (auth, limits, before any body is read) sees the client
     # address the proxy middleware resolved and is skipped by CORS preflights.
     upload_limit = documents.request_body_limit(settings)
-    json_routers = (health.router, chat.router, agent.router, sources.router, feedback.router, openai_compat.router)
+    json_routers = (
+        health.router, chat.router, agent.router, sources.router, feedback.router, openai_compat.router,
+        examples.router, pages.router,
+    )  # fmt: skip
     routes: list[tuple[BaseRoute, int]] = [(r, json_limit) for router in json_routers for r in router.routes]
     routes += [(r, upload_limit) for r in documents.router.routes]
     gated = [(r, limit) for r, limit in routes if isinstance(r, APIRoute)]
@@ -218,8 +229,29 @@ def _forget_unrated(store: FeedbackStore, days: float) -> None:
 
 async def _invalid_request(request: Request, exc: Exception) -> JSONResponse:
     assert isinstance(exc, RequestValidationError)
-    body = error_body(request.url.path, 422, jsonable_encoder(exc.errors()))
-    return JSONResponse(_printable(body), status_code=422)
+    limit = request.app.state.citewise.settings.agent.max_question_chars
+    detail = jsonable_encoder(validation_detail(exc.errors(), question_limit=limit))
+    return JSONResponse(_printable(error_body(request.url.path, 422, detail)), status_code=422)
+
+
+def _serve_question_limit(app: FastAPI, limit: int) -> None:
+    """The OpenAPI schema with this server's question limit (agent.max_question_chars) as the question's and the
+    message's maxLength (the models' own bound is the ceiling every deployment shares), and a 422's items as they
+    are sent: without the `input` and `ctx` that would echo the request (http_errors.validation_detail)."""
+    build = app.openapi
+
+    def openapi() -> dict[str, Any]:
+        schema = build()  # FastAPI builds it once and keeps it: patching it again changes nothing
+        models = schema.get("components", {}).get("schemas", {})
+        for model, field in (("AgentRequest", "question"), ("ChatRequest", "message")):
+            prop = models.get(model, {}).get("properties", {}).get(field)
+            if prop is not None:
+                prop["maxLength"] = limit
+        for extra in ("input", "ctx"):
+            models.get("ValidationError", {}).get("properties", {}).pop(extra, None)
+        return schema
+
+    app.openapi = openapi  # type: ignore[method-assign]
 
 
 def _printable(value: object) -> object:

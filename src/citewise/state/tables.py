@@ -45,6 +45,12 @@ class PgRegistry:
             params.append(str(status))
         return self._rows(sql + ' ORDER BY source COLLATE "C"', params)
 
+    def counts(self) -> dict[DocStatus, int]:
+        """How many documents are in each state (the embedded registry's `counts`)."""
+        with self._db.transaction() as conn:
+            rows = conn.execute("SELECT status, count(*) FROM documents GROUP BY status").fetchall()
+        return {DocStatus(status): count for status, count in rows}
+
     def revisions(self, doc_ids: Iterable[str]) -> dict[str, str]:
         """doc_id → the commit it was read at, for those of `doc_ids` that came from a Git source."""
         ids = list(doc_ids)

@@ -83,6 +83,12 @@ function render(r) {
     const cell = el("td");
     cell.append(el("div", null, group.question));
     for (const other of group.questions.slice(1, 4)) cell.append(el("div", "muted small", other.question));
+    if (group.rated_wrong) {
+      // Readers expected an answer: the docs may hold it, and the refusal was the mistake, not a missing page.
+      const said = (group.rated_wrong_comments ?? []).map((c) => `“${c}”`).join(" ");
+      const times = group.rated_wrong > 1 ? ` (${group.rated_wrong} readers)` : "";
+      cell.append(el("div", "small rated-wrong", `Refusal rated wrong${times}: the docs may answer it already. ${said}`.trim()));
+    }
     tr.append(el("td", "num", String(group.count)), cell);
     gaps.append(tr);
   }

@@ -3,13 +3,15 @@
 
 import { HttpError, getJSON, streamAnswer } from "./api.js";
 import { feedbackControl } from "./feedback.js";
-import { renderMarkdown, renderPassage } from "./render.js";
+import { renderMarkdown, renderPassage, resolveLinks } from "./render.js";
 import { describeStep } from "./trace.js";
 
 const $ = (id) => document.getElementById(id);
 const els = {
   messages: $("messages"),
   welcome: $("welcome"),
+  examples: $("examples"),
+  exampleList: $("example-list"),
   form: $("composer"),
   question: $("question"),
   send: $("send"),
@@ -217,7 +219,7 @@ class AssistantMessage {
     if (this.root.dataset.state === "thinking") this.setState("streaming");
     this.text += text;
     this.tokens += 1;
-    renderMarkdown(this.body, this.text);
+    renderMarkdown(this.body, this.text, { provisional: true });
     emit(this.root, "token", { chars: this.body.textContent.length, tokens: this.tokens });
   }
 
@@ -264,6 +266,7 @@ class AssistantMessage {
     renderMarkdown(this.body, this.text);
     this.citations.clear();
     for (const c of answer.citations ?? []) this.citations.set(Number(c.n), c);
+    resolveLinks(this.body, (n) => this.citation(n)?.source_url); // the docs' own relative links, onto their site
     this.renderCitations();
     if (!this.traceCount) for (const ev of answer.trace ?? []) this.onTrace(ev);
 
@@ -793,6 +796,7 @@ els.settings.addEventListener("close", () => {
     localStorage.setItem("citewise.settings", JSON.stringify(state.settings));
     loadCorpusStatus();
     loadAnalyticsLink();
+    loadExamples();
   }
   els.settingsOpen.focus();
 });
@@ -805,6 +809,29 @@ async function loadAnalyticsLink() {
   } catch {
     els.analytics.hidden = true;
   }
+}
+
+// Three questions made from the docs' own headings (GET /api/examples, the caller's documents only): a new reader
+// sees what the docs can answer, and a click asks it.
+async function loadExamples() {
+  let questions = [];
+  try {
+    const body = await getJSON("/api/examples", { apiKey: state.settings.apiKey });
+    questions = Array.isArray(body?.questions) ? body.questions.filter((q) => typeof q === "string") : [];
+  } catch {
+    questions = []; // no key yet, or an older server: the page works without them
+  }
+  els.exampleList.replaceChildren(
+    ...questions.map((question) => {
+      const li = el("li");
+      const btn = el("button", "example", question);
+      btn.type = "button";
+      btn.addEventListener("click", () => ask(question));
+      li.append(btn);
+      return li;
+    }),
+  );
+  els.examples.hidden = questions.length === 0;
 }
 
 async function loadCorpusStatus() {
@@ -822,6 +849,7 @@ async function loadCorpusStatus() {
 applyTrace();
 loadCorpusStatus();
 loadAnalyticsLink();
+loadExamples();
 autoGrow();
 els.question.focus();
 document.body.dataset.ready = "1";
