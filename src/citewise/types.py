@@ -41,6 +41,15 @@ class _Model(BaseModel):
 
 # What one request may hand over as "the text I selected": searched in memory, never stored.
 MAX_SELECTED_TEXT_CHARS = 10_000
+# The longest question any surface accepts (an error log pasted with it fits): the default and the ceiling of
+# agent.max_question_chars, and the request schemas' maxLength. A long one is searched condensed
+# (citewise.agent.condense); the answerer gets it whole.
+MAX_QUESTION_CHARS = 10_000
+
+
+def too_long(what: str, length: int, limit: int) -> str:
+    """The one sentence for a text over its limit, wherever it is checked: it says both numbers, never the text."""
+    return f"{what} is {length:,} characters long; the limit is {limit:,}."
 
 
 class Owner(_Model):
@@ -504,9 +513,7 @@ class RunRequest(_Model):
         if not isinstance(question, str):
             raise ValidationError("The question must be a string.")
         if len(question) > limits.max_question_chars:
-            raise ValidationError(
-                f"The question is {len(question)} characters long; the limit is {limits.max_question_chars}."
-            )
+            raise ValidationError(too_long("The question", len(question), limits.max_question_chars))
         check_text("The question", question)
         owner = Owner.of(owner)
         if selected_text is not None:

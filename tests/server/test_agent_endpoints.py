@@ -36,21 +36,30 @@ def test_run_request_errors_are_422(agent_app, started):
         {"question": "x", "session_id": "not-a-uuid"},
         {"question": "x", "style": "haiku"},
         {"question": "x", "unknown": 1},  # typos are errors, not silently ignored options
-        {"question": "x" * 10_001},
-        {"question": "x" * 1_001},  # over the agent's max_question_chars (1,000 by default)
+        {"question": "x" * 10_001},  # over agent.max_question_chars (10,000, the schema's bound too)
         {"question": "x", "selected_text": "   "},
     ]
     for body in cases:
         response = client.post("/api/agent/run", json=body)
         assert response.status_code == 422, (body, response.status_code, response.text)
         assert response.json()["detail"]
-    over = client.post("/api/agent/run", json={"question": "x" * 1_001}).json()
-    # The OpenAPI schema's 422 shape (a list of {loc, msg, type}), whoever found the problem.
-    assert over == {
+    # The OpenAPI schema's 422 shape (a list of {loc, msg, type}), whoever found the problem: the schema here ...
+    assert client.post("/api/agent/run", json={"question": "x" * 10_001}).json() == {
+        "detail": [
+            {
+                "loc": ["body", "question"],
+                "msg": "The question is 10,001 characters long; the limit is 10,000.",
+                "type": "string_too_long",
+            }
+        ]
+    }
+    # ... and the agent's own check, under a lower agent.max_question_chars.
+    lowered = started(agent_app(agent={"max_question_chars": 1000}))
+    assert lowered.post("/api/agent/run", json={"question": "x" * 1_001}).json() == {
         "detail": [
             {
                 "loc": ["body"],
-                "msg": "The question is 1001 characters long; the limit is 1000.",
+                "msg": "The question is 1,001 characters long; the limit is 1,000.",
                 "type": "validation_error",
             }
         ],

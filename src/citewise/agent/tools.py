@@ -49,7 +49,7 @@ EMPTY_RESULT = "DOCUMENTATION_SEARCH_RESULT: EMPTY"
 NOT_FOUND = "OPEN_CITATION_RESULT: NOT FOUND"
 SEARCH_SNIPPET_CHARS = 700  # a search shows the start of each passage; open_citation shows all of it
 # The longest query one search of the agent may ask: a model's search_docs call, the run's own searches of the
-# question and its parts (cut to it), and MCP's search_docs tool. It is the default agent.max_question_chars: a
+# question and its parts (a longer message is condensed to it: agent/condense.py), and MCP's search_docs tool. A
 # search needs no more than a question says, and the embedding model reads only the first few hundred tokens anyway.
 # The retriever keeps a looser bound of its own (index/retriever.py, 10,000) because it also serves callers that
 # are not the agent (`citewise search`, the library's Retriever.search) and only guards the index against unbounded

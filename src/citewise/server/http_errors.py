@@ -3,6 +3,9 @@ SSE stream's `error` event."""
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Mapping
+from typing import Any
+
 from citewise.errors import (
     CitewiseError,
     ConfigError,
@@ -17,6 +20,7 @@ from citewise.errors import (
     RetrievalError,
     ValidationError,
 )
+from citewise.types import too_long
 
 # One mapping from the error tree to HTTP, most specific class first: (class, status, type, public detail).
 # A detail of None shows the error's own message (user-facing errors are written for users); provider and index
@@ -78,3 +82,41 @@ def _messages(detail: object) -> list[str]:
     if isinstance(detail, list):
         return [str(d.get("msg", d)) if isinstance(d, dict) else str(d) for d in detail]
     return [str(detail)]
+
+
+# The body fields that hold the question: their limit is the server's agent.max_question_chars, which the schema's
+# own bound (the ceiling every deployment shares) may exceed.
+QUESTION_FIELDS = (("body", "question"), ("body", "message"))
+
+
+def validation_detail(errors: Iterable[Mapping[str, Any]], *, question_limit: int | None = None) -> list[dict]:
+    """A request's validation errors as the 422's `detail`: FastAPI's list of {loc, msg, type}, without what the
+    client sent (pydantic's `input` echoed the body, a 10,000-character paste came back whole; `ctx` may quote it
+    too). A text over its limit says so in plain words with both numbers, as the agent's own check does ("The
+    question is 10,001 characters long; the limit is 10,000.")."""
+    detail = []
+    for error in errors:
+        loc = [part if isinstance(part, int) else str(part) for part in error.get("loc") or ()]
+        kind = str(error.get("type") or "value_error")
+        message = str(error.get("msg") or "Invalid value")
+        sent, ctx = error.get("input"), error.get("ctx") or {}
+        if kind == "string_too_long" and isinstance(sent, str) and isinstance(ctx.get("max_length"), int):
+            limit = ctx["max_length"]
+            name = _field_name(loc)
+            if tuple(loc) in QUESTION_FIELDS:  # /chat's `message` too: one limit, one sentence (types.RunRequest's)
+                name = "The question"
+                limit = min(limit, question_limit or limit)
+            message = too_long(name, len(sent), limit)
+        detail.append({"loc": loc, "msg": message, "type": kind})
+    return detail
+
+
+def _field_name(loc: list[str | int]) -> str:
+    """`["body", "question"]` → "The question"; `["body", "history", 3, "content"]` → "history[3].content"."""
+    parts = loc[1:] if loc[:1] in (["body"], ["query"], ["path"]) else loc
+    if len(parts) == 1 and isinstance(parts[0], str):
+        return "The " + parts[0].replace("_", " ")
+    name = ""
+    for part in parts:
+        name += f"[{part}]" if isinstance(part, int) else (f".{part}" if name else part)
+    return name or "The text"

@@ -7,9 +7,11 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from citewise.types import MAX_SELECTED_TEXT_CHARS, AnswerStyle, SectionRef
+from citewise.types import MAX_QUESTION_CHARS, MAX_SELECTED_TEXT_CHARS, AnswerStyle, SectionRef
 
-MAX_MESSAGE_CHARS = 10_000
+# The longest question or message a body may hold: the ceiling of agent.max_question_chars (its default). The served
+# OpenAPI schema shows the configured limit (app.py); a longer text is a 422 that says both numbers and never echoes it.
+MAX_MESSAGE_CHARS = MAX_QUESTION_CHARS
 MAX_HISTORY_TURNS = 100  # the agent keeps only what fits agent.max_context_chars anyway
 
 
@@ -25,7 +27,13 @@ class AgentRequest(BaseModel):
 
     model_config = ConfigDict(extra="forbid", populate_by_name=True)
 
-    question: str = Field(max_length=MAX_MESSAGE_CHARS, description="The question (an empty one ends EMPTY_INPUT).")
+    question: str = Field(
+        max_length=MAX_MESSAGE_CHARS,
+        description=(
+            "The question (an empty one ends EMPTY_INPUT), an error log pasted with it if need be: a long one is "
+            "searched condensed (its question, errors and names), the answerer reads it whole."
+        ),
+    )
     mode: Literal["agent", "quote", "extractive"] | None = Field(
         None, description='"quote" (alias "extractive"): verbatim sentences, no LLM; "agent": the configured model.'
     )
@@ -45,7 +53,10 @@ class AgentRequest(BaseModel):
 class ChatRequest(BaseModel):
     """`POST /chat`, the chat-widget contract."""
 
-    message: str = Field(max_length=MAX_MESSAGE_CHARS)
+    message: str = Field(
+        max_length=MAX_MESSAGE_CHARS,
+        description="The question, an error log pasted with it if need be (searched condensed, answered whole).",
+    )
     selected_text: str | None = Field(None, max_length=MAX_SELECTED_TEXT_CHARS)
     session_id: uuid.UUID | None = None
 

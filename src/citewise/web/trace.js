@@ -24,6 +24,13 @@ const STEPS = {
   tool_call: (d) => {
     if (d.tool === "open_citation") return ["Opened a passage to read it in full", ""];
     const query = d.args?.query ?? d.query;
+    if (d.condensed) {
+      const chars = Number(d.message_chars ?? 0).toLocaleString("en");
+      return [
+        `Searched the docs for ${quote(query)}`,
+        `The first search always runs; for a long message (${chars} characters) it looks for the question, the errors and the names it holds.`,
+      ];
+    }
     return [`Searched the docs for ${quote(query)}`, d.mandatory ? "The first search always runs." : ""];
   },
   tool_result: (d) => {

@@ -38,7 +38,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from pydantic import ValidationError as PydanticValidationError
 
 from citewise.agent.limits import EXIT_REASONS
-from citewise.errors import CitewiseError, ProviderError, RateLimited, RetrievalError
+from citewise.errors import CitewiseError, ProviderError, RateLimited, RetrievalError, ValidationError
 from citewise.server.answer_text import answer_with_sources
 from citewise.server.deps import CallerDep, StateDep
 from citewise.server.http_errors import error_body, map_error, openai_error
@@ -51,7 +51,7 @@ from citewise.server.schemas import (
     AgentRequest,
     error_responses,
 )
-from citewise.types import AnswerStyle, ExitReason, RetrievalFailure
+from citewise.types import AnswerStyle, ExitReason, RetrievalFailure, too_long
 
 log = logging.getLogger(__name__)
 router = APIRouter(prefix="/v1", tags=["openai-compatible"], responses=error_responses(*GATE_ERRORS))
@@ -97,13 +97,15 @@ async def models(caller: CallerDep) -> dict[str, Any]:
 async def chat_completions(body: ChatCompletionRequest, caller: CallerDep, state: StateDep):
     path = "/v1/chat/completions"
     try:
-        request = _agent_request(body)
+        request = _agent_request(body, question_limit=state.settings.agent.max_question_chars)
         run = await agent_router.prepare_run(request, caller, state, keep_session=False, surface="openai")
     except _Refused as exc:
         return JSONResponse(error_body(path, exc.status, exc.message, code=exc.code), status_code=exc.status)
     except CitewiseError as exc:
         code, kind, detail = map_error(exc)
-        return JSONResponse(error_body(path, code, detail, kind), status_code=code)
+        # A 422 has one shape on every route, the schema's list of {loc, msg, type} (app.py's handler makes it too).
+        shown = [{"loc": ["body", "messages"], "msg": detail, "type": kind}] if code == 422 else detail
+        return JSONResponse(error_body(path, code, shown, kind), status_code=code)
     completion_id = f"chatcmpl-{uuid.uuid4().hex}"
     created = int(time.time())
     events = agent_router.stream(run, state)
@@ -144,7 +146,9 @@ class _Refused(Exception):
         self.status, self.message, self.code = status, message, code
 
 
-def _agent_request(body: ChatCompletionRequest) -> AgentRequest:
+def _agent_request(body: ChatCompletionRequest, *, question_limit: int) -> AgentRequest:
+    """The request as the agent's; a question over `question_limit` (agent.max_question_chars) is a 422 that says
+    both numbers, as on every other route, never pydantic's error about the AgentRequest built here."""
     if body.model not in MODELS:
         names = ", ".join(MODELS)
         raise _Refused(404, f"The model {body.model!r} does not exist; use one of: {names}.", "model_not_found")
@@ -152,6 +156,8 @@ def _agent_request(body: ChatCompletionRequest) -> AgentRequest:
     if not turns or turns[-1][0] != "user" or body.messages[-1].role != "user":
         raise _Refused(400, "The last message must be the user's question.", "invalid_messages")
     question = turns[-1][1]
+    if len(question) > question_limit:
+        raise ValidationError(too_long("The question", len(question), question_limit))
     # Our own "Sources:" lists are for people; the conversation the agent keeps is the answers themselves.
     history = [
         {"role": role, "content": _SOURCES.sub("", text)[:MAX_MESSAGE_CHARS]} for role, text in turns[:-1] if text
