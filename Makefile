@@ -113,6 +113,8 @@ bench: install
 	$(BIN)/python bench/fit_quote_decision.py --rerun
 	$(BIN)/python bench/bench_sentences.py
 	$(BIN)/python bench/clapnq_answers.py
+	# Agent mode's harness judged with scripted models (tests/support/personas.py) over the same question sets.
+	$(BIN)/python bench/bench_agent.py
 	$(BIN)/python bench/bench_load.py
 	$(BIN)/python bench/bench_startup.py
 	$(BIN)/python bench/bench_sources.py

@@ -1121,6 +1121,106 @@ def lean_section(r: dict | None, peers: dict | None, latency: dict | None, start
     return lines
 
 
+def _pc(value: float | None) -> str:
+    return "–" if value is None else f"{value:.0f}%"
+
+
+def agent_section(r: dict | None) -> list[str]:
+    """Issue 34: the agent harness judged with scripted models (bench/bench_agent.py)."""
+    head = ["## Agent harness: scripted models over the docs sets (issue 34)", ""]
+    if not r:
+        return [*head, *_missing("bench_agent.py")]
+    sets = r["sets"]
+    docs = [n for n in sets if n != "planted"]
+    lines = [
+        *head,
+        "Scripted models (tests/support/personas.py) play an answering model through a real OpenAI-compatible HTTP "
+        "server on loopback and langchain-openai, each knowing its question's gold; every question runs the path "
+        "`citewise ask --mode agent` runs. *diligent* answers with the passage sentences holding the gold, "
+        "*paraphrasing* rewords them (synonyms, clause order, contractions, units, code spacing), *hallucinating* "
+        "injects one fault per answer, *unruly* skips searching / loops / sends malformed calls, *obedient* follows "
+        "instructions planted in three pages of the fixtures' product. The harness's thresholds (the support check's "
+        "MIN_SUPPORT 0.5 / 4 terms, the anchor guard) were chosen on the fitted sets (role fit); the judged sets "
+        "were run once, after. Prompt tokens: what the harness sent (messages + tool schemas), counted with the "
+        "shipped embedder's WordPiece tokenizer. Harness time per turn: the run's wall time minus the scripted "
+        "model's, per model call (retrieval, validation, grounding, HTTP and LangChain included).",
+        "",
+        "| Set | Role | Distribution | Gold reached (where a search finds it) | Faithful accepted as written | "
+        "Paraphrased accepted | Right: agent (diligent) / no validator / quote mode | Unanswerable refused: "
+        "diligent / quote mode | Prompt tokens p50 / p90 | Harness ms per turn p50 |",
+        "|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for name in docs:
+        s = sets[name]
+        d, p, q = s.get("diligent") or {}, s.get("paraphrasing") or {}, s.get("quote_mode") or {}
+        if not d:
+            continue
+        lines.append(
+            f"| {name} | {s['role']} | {s['distribution']} | {_pc(d.get('gold_reached_where_findable'))} of "
+            f"{d.get('findable')} | {_pc(d.get('faithful_accepted_as_written'))} of {d.get('faithful_answers')} | "
+            f"{_pc(p.get('paraphrased_accepted_as_written'))} of {p.get('paraphrased_answers')} | "
+            f"{_pc(d.get('right'))} / {_pc(d.get('right_without_validator'))} / {_pc(q.get('right'))} | "
+            f"{_pc(d.get('unanswerable_refused'))} / {_pc(q.get('unanswerable_refused'))} | "
+            f"{d.get('prompt_tokens_median'):.0f} / {d.get('prompt_tokens_p90'):.0f} | "
+            f"{d.get('harness_ms_per_turn_p50'):.0f} |"
+        )
+    kinds = ["number", "flag", "option", "url", "wrong_citation", "invented_marker", "unsupported", "confident"]
+    lines += [
+        "",
+        "Injected faults caught (hallucinating persona; caught = the faulty draft never shown: a reprompt fixed it, "
+        "the quote-mode fallback replaced it, or the answer became a refusal), per kind: caught % of injected. "
+        "Targets: each checkable kind (number, flag/option, URL, `[n]`, wrong citation) ≥ 95%; unsupported ≥ 60%; "
+        "confident answers to unanswerable questions ≥ 80%. No validator catches 0% of every kind by construction.",
+        "",
+        "| Set | Role | " + " | ".join(kinds) + " |",
+        "|---|---|" + "---|" * len(kinds),
+    ]
+    for name in docs:
+        faults = ((sets[name].get("hallucinating") or {}).get("faults")) or {}
+        if not faults:
+            continue
+        cells = []
+        for k in kinds:
+            f = faults.get(k) or {}
+            cells.append(f"{_pc(f.get('caught'))} of {f.get('injected', 0)}" if f.get("injected") else "–")
+        lines.append(f"| {name} | {sets[name]['role']} | " + " | ".join(cells) + " |")
+    lines += [
+        "",
+        "Unruly persona: exit reasons and citation validity.",
+        "",
+        "| Set | Kind | Exit reasons | Status | Citations valid |",
+        "|---|---|---|---|---|",
+    ]
+    for name in docs:
+        for kind, u in ((sets[name].get("unruly")) or {}).items():
+            reasons = ", ".join(f"{k} {v}" for k, v in u["exit_reasons"].items())
+            status = ", ".join(f"{k} {v}" for k, v in u["status"].items())
+            lines.append(f"| {name} | {kind} | {reasons} | {status} | {_pc(u['citations_valid'])} |")
+    planted = sets.get("planted")
+    if planted:
+        o = planted.get("obedient") or {}
+        surfaces = (planted.get("surfaces") or {}).get("leaks") or {}
+        lines += [
+            "",
+            f"Planted instructions (obedient persona, {o.get('questions')} questions): a link to send the question "
+            "to, a status-badge image whose URL carries it, a tool call written in the text. Final answers holding a "
+            f"planted link or any image: library {o.get('planted_reached_reader')}, "
+            + ", ".join(f"{k} {len(v)}" for k, v in surfaces.items() if k != "stream")
+            + ". The page's and widget's stream (/api/agent/stream) sends a draft's tokens before validation: "
+            f"{len(surfaces.get('stream', []))} of the questions streamed a planted link in a draft that was then "
+            "discarded; the page and widget render a draft's links as words with no address (render.js, "
+            "`provisional`), and never render images.",
+        ]
+        cli = planted.get("cli") or {}
+        if cli:
+            lines.append(
+                "`citewise ask --mode agent --json` on a sample gave the same exit reason and text as the library "
+                f"path: {cli.get('agree')} of {cli.get('questions')}."
+            )
+    lines.append("")
+    return lines
+
+
 def parity_section(parities: dict[str, dict | None]) -> list[str]:
     lines = ["## PostgreSQL and LanceDB: retrieval parity", ""]
     if not any(parities.values()):
@@ -1310,6 +1410,7 @@ def main() -> None:
     lines += lean_section(_load("install"), peers, latency, _load("startup"))
     lines += [*peers_section(peers), *answers_section(answers)]
     lines += [*quote_section(_load("quote_decision")), *sentence_section(_load("sentence_ranking"))]
+    lines += agent_section(_load("agent"))
     lines += load_section(_load("load"))
     lines += big_document_section(_load("big_document"), _load("big_document_before"))
     lines += parity_section({name: _load(f"parity_{name}") for name in SET_NAMES})

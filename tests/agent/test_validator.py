@@ -117,8 +117,12 @@ def test_generic_words_never_trigger():
         "Orbitron is a durable queue service; it works well for most teams, e.g. small ones, and is simple to run "
         "in 2 steps [1]. Queues are created explicitly [2]."
     )
-    assert check(answer).ok
     assert extract_terms(answer) == []
+    # No term is flagged; what is flagged is the first sentence as a whole: [1] says nothing of the kind (support).
+    assert check(answer).errors == [
+        '"Orbitron is a durable queue service; it works well for most teams, e.g. small..." is not what [1] says; '
+        "state only what the passages say, in their terms."
+    ]
 
 
 def test_terms_from_the_question_are_allowed():
@@ -205,3 +209,47 @@ def test_a_realistic_grounded_answer_raises_nothing():
     )
     result = check(answer)
     assert result.ok, result.errors
+
+
+# -- support: each cited sentence is what its cited passage says ------------------------------------------------
+
+
+def test_a_sentence_cited_to_the_wrong_passage_is_sent_back_with_the_right_number():
+    result = check("Queues are created explicitly; enqueueing to a missing queue fails with error `ORB-404`. [1]")
+    assert not result.ok
+    assert any("cited [1] but comes from [2]" in e for e in result.errors), result.errors
+
+
+def test_a_code_block_after_the_wrong_citation_is_sent_back():
+    result = check(
+        "Create the queue like this [1]:\n\n```bash\norbitron queue create --name emails --retention 7d\n```"
+    )
+    assert any("code block after [1] comes from [2]" in e for e in result.errors), result.errors
+
+
+def test_an_invented_sentence_with_nothing_checkable_is_not_what_the_passage_says():
+    text = (
+        "The daemon listens on port **7433** by default [1]. This is the approach recommended for every production "
+        "deployment [1]."
+    )
+    result = check(text)
+    assert any("is not what [1] says" in e for e in result.errors), result.errors
+
+
+def test_a_paraphrase_keeping_most_of_the_passage_words_is_accepted():
+    text = "By default the Orbitron daemon listens on port 7433 and keeps its journal under `/var/lib/orbitron` [1]."
+    assert check(text).ok, check(text).errors
+
+
+def test_an_uncited_sentence_after_the_last_citation_is_held_to_the_passages():
+    text = "The daemon listens on port 7433 by default [1]. Most teams run several daemons behind a load balancer."
+    result = check(text)
+    assert any("cites no source and no passage says it" in e for e in result.errors), result.errors
+    # ...but saying what the docs don't cover is no claim to check.
+    assert check("The daemon listens on port 7433 by default [1]. The docs don't say how to change it.").ok
+
+
+def test_the_question_words_count_as_support():
+    text = "Orbitron autoscaling groups resize themselves from latency histograms [2]."
+    assert not check(text).ok
+    assert check(text, question="Do Orbitron autoscaling groups resize themselves from latency histograms?").ok

@@ -299,7 +299,11 @@ def _tool_call(call: dict[str, Any], i: int) -> dict[str, Any]:
     return {
         "id": call.get("id") or f"call_fake_{i}",
         "type": "function",
-        "function": {"name": call["name"], "arguments": json.dumps(call.get("args") or {})},
+        # `raw_arguments`: the arguments exactly as a model wrote them (malformed JSON included)
+        "function": {
+            "name": call["name"],
+            "arguments": call.get("raw_arguments") or json.dumps(call.get("args") or {}),
+        },
     }
 
 

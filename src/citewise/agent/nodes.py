@@ -24,13 +24,14 @@ from typing import TYPE_CHECKING, Any
 from citewise.agent import messages as msg
 from citewise.agent import prompts
 from citewise.agent.answer import AnswerBuilder, Ending, is_refusal
+from citewise.agent.condense import condense
 from citewise.agent.constraints import Constraints, analyze_constraints
 from citewise.agent.flow import Node
 from citewise.agent.grounding import ground as ground_text
 from citewise.agent.grounding import strip_rag_metadata
 from citewise.agent.limits import EXIT_REASONS, WELCOME_MESSAGE, exit_reason_for
 from citewise.agent.planner import default_plan, parse_plan
-from citewise.agent.quote_policy import QuotePolicy, quote_draft, refusal_text
+from citewise.agent.quote_policy import QuotePolicy, question_asked, quote_draft, refusal_text
 from citewise.agent.state import AgentState
 from citewise.agent.tools import (
     MAX_QUERY_CHARS,
@@ -171,14 +172,20 @@ class AgentNodes:
         request = state["request"]
         ledger = Ledger.from_state(state)
         ctx = self.tool_context(state, ledger)
+        # A long message (an error log pasted with the question) is searched condensed: its question, errors and
+        # names. The answerer still gets the whole message; the trace says the search was condensed, and from what.
+        condensed = condense(request.question, limit=MAX_QUERY_CHARS)
         args = SearchDocsArgs.model_construct(
-            query=request.question.strip()[:MAX_QUERY_CHARS],
+            query=condensed.query,
             top_k=self.quote.search_depth(state),
             selected_text_only=bool(request.selected_text),
             selected_text_content=None,
         ).model_dump()
         call = {"name": SEARCH_DOCS, "args": args, "id": "call_retrieve", "type": "tool_call"}
-        ledger.trace.append(trace_event(TraceKind.TOOL_CALL, "retrieve", tool=SEARCH_DOCS, args=args, mandatory=True))
+        shown = {"condensed": True, "message_chars": len(request.question)} if condensed.condensed else {}
+        ledger.trace.append(
+            trace_event(TraceKind.TOOL_CALL, "retrieve", tool=SEARCH_DOCS, args=args, mandatory=True, **shown)
+        )
         result = await invoke(ctx, call, node="retrieve", config=config)
         update = ledger.update()
         if ctx.failure:
@@ -401,10 +408,17 @@ class AgentNodes:
             opened=set(state.get("opened") or []),
             searches=state.get("searches", 0),
             constraints=Constraints(**(state.get("constraints") or {})),
+            question=question_asked(state["request"].question),  # of a pasted log, the sentences that ask
         )
         errors = list(result.errors)
         if not _MARKER_RE.search(draft):
             errors.append("The answer cites no passage: end every factual sentence with its [n].")
+        elif not _quote(state) and (missing := self.quote.missing_anchors(state)):
+            named = ", ".join(f"“{a}”" for a in missing[:3])
+            errors.append(
+                f"The question names {named}, which no passage found mentions: search for it, or if the docs "
+                "don't cover it, say so."
+            )
         trace.append(trace_event(TraceKind.VALIDATION, "validate", ok=not errors, errors=errors))
         if not errors:
             return {"trace": trace}

@@ -1,10 +1,12 @@
 """Quote mode's turn in the agent's loop: the answerer that calls no model.
 
-The retrieve node has searched the whole question. On its turn quote mode searches each part of a multi-part
-question on its own (and each topic the question asked to search separately), through the same search the tools run
-— real searches, numbered in the run's ledger and traced, not tool calls staged for another node — then hands each
-part with the passages its own search found to the answerer (`citewise.quote.QuoteAnswerer`) and keeps what it
-returns: the text, and the spans it quotes, which grounding turns into citations as they are.
+The retrieve node has searched the whole question (a long message condensed to the sentences that ask, its errors
+and names: `citewise.agent.condense`; quote mode answers those sentences, never the pasted log). On its turn quote
+mode searches each part of a multi-part question on its own (and each topic the question asked to search
+separately), through the same search the tools run — real searches, numbered in the run's ledger and traced, not
+tool calls staged for another node — then hands each part with the passages its own search found to the answerer
+(`citewise.quote.QuoteAnswerer`) and keeps what it returns: the text, and the spans it quotes, which grounding turns
+into citations as they are.
 
 An agent run whose model never wrote a usable answer (the forced synthesis) is answered the same way, from every
 passage it gathered, the ones it opened first.
@@ -16,6 +18,7 @@ import asyncio
 from dataclasses import asdict
 from typing import Any
 
+from citewise.agent.condense import condense
 from citewise.agent.state import AgentState
 from citewise.agent.tools import MAX_QUERY_CHARS, SearchDocsArgs, ToolContext, run_search
 from citewise.index.retriever import Retriever, apply_corrections
@@ -37,6 +40,12 @@ def quote_draft(result: QuoteAnswer, constraints: dict[str, Any]) -> dict[str, A
     quotes, [citation number, start, end]."""
     text = refusal_text(constraints) if result.refused else result.text
     return {"draft": text, "quotes": [[n, start, end] for n, start, end in result.quotes]}
+
+
+def question_asked(message: str) -> str:
+    """What quote mode answers of a message: the message, or of a long one (a log pasted with the question) the
+    sentences that ask, as the run's first search condensed it (`citewise.agent.condense`)."""
+    return condense(message, limit=MAX_QUERY_CHARS).question
 
 
 def _quote(state: AgentState) -> bool:
@@ -94,8 +103,7 @@ class QuotePolicy:
         budget = request.limits.max_tool_calls - state.get("tool_calls", 0)
         used = 0
         numbered = {c.chunk_id: i + 1 for i, c in enumerate(ledger.sources)}
-        question = request.question.strip()
-        parts = self.part_queries(question, ledger.corrections)
+        parts = self.part_queries(question_asked(request.question), ledger.corrections)
         first = ledger.found[0] if ledger.found else []
         found: list[list[tuple[int, ScoredChunk]]] = []
 
@@ -186,11 +194,26 @@ class QuotePolicy:
         style, corpus = self.answer_settings(state)
         return self.answerer.answer(parts, style=style, corpus=corpus)
 
+    def missing_anchors(self, state: AgentState) -> tuple[str, ...]:
+        """What the question names (identifiers, numbers, quoted strings, names) that no passage of the run holds —
+        quote mode's anchor guard, asked of a model's answer: the docs it was shown never mention them."""
+        from citewise.quote.compose import Passage
+        from citewise.quote.decide import missing_anchors
+        from citewise.quote.question import analyse
+
+        sources = state.get("sources") or []
+        if not sources:
+            return ()
+        _, corpus = self.answer_settings(state)
+        asked = apply_corrections(question_asked(state["request"].question), state.get("corrections") or {})
+        question = analyse(asked)  # a misspelt name the search corrected is not missing
+        return missing_anchors(question, [Passage(i + 1, c) for i, c in enumerate(sources)], corpus)
+
     def synthesize(self, state: AgentState) -> QuoteAnswer:
         """An agent run's answer from everything it gathered (the passages it opened first), when its model never
         wrote one that passed validation: verbatim units, cited, or the refusal."""
         opened = set(state.get("opened") or [])
         numbered = list(enumerate(state.get("sources") or [], start=1))
         ordered = sorted(numbered, key=lambda nc: (nc[1].chunk_id not in opened, nc[0]))
-        question = state["request"].question.strip()
+        question = question_asked(state["request"].question)
         return self.answer(state, [Part(question, [Passage(n, c) for n, c in ordered])])

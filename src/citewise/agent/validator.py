@@ -26,11 +26,18 @@ from citewise.agent.grounding import (
     quoted_strings,
     split_code,
 )
-from citewise.text import FENCED_BLOCK_RE, claim_sentences
+from citewise.text import FENCED_BLOCK_RE, claim_sentences, content_terms
 from citewise.types import REFUSAL_TEXT, ScoredChunk
 
 MAX_ERRORS = 8
 MIN_VERBATIM_CHARS = 20  # shorter "claims" ("Port 7433") are checked term by term instead
+# Support: a cited sentence's content words (stems, not stop words; code aside) that its cited passage — or the
+# question — holds. Below MIN_SUPPORT it is not what the passage says. Sentences with fewer than MIN_SUPPORT_TERMS
+# content words are not judged (too little to tell a paraphrase from an invention). Chosen on the fitted docs sets
+# with the scripted models of bench/bench_agent.py: faithful and paraphrased answers (every sentence of theirs came
+# from a passage) against invented sentences with nothing checkable in them; see BENCHMARKS.md "Agent harness".
+MIN_SUPPORT = 0.5
+MIN_SUPPORT_TERMS = 4
 
 
 class ValidationResult(BaseModel):
@@ -243,6 +250,81 @@ def _without(text: str, parts: list[str]) -> str:
     return text
 
 
+def _prose_terms(sentence: str) -> set[str]:
+    prose = "".join(" " if is_code else seg for is_code, seg in split_code(sentence))
+    return content_terms(MARKER_RE.sub(" ", prose))
+
+
+def _short(sentence: str) -> str:
+    sentence = " ".join(sentence.split())
+    return sentence if len(sentence) <= 80 else sentence[:77] + "..."
+
+
+def _support_errors(
+    text: str, sources: Mapping[int, ScoredChunk], question: str | None, reported: Iterable[str] = ()
+) -> list[str]:
+    """Each cited sentence must be what its cited passage says: written in it, or most of its content words in it.
+    A sentence written in (or supported by) another passage of the run is cited wrong; one no passage supports is
+    an invention the term check can't see (it has no number, name or code). Prose after the last citation is held
+    to any passage. A sentence holding a term already `reported` (not in any source) is not judged twice."""
+    errors: list[str] = []
+    reported = [r.lower() for r in reported]
+    texts = {n: " ".join((c.text, c.title, c.chapter)) for n, c in sources.items()}
+    terms_of = {n: content_terms(t) for n, t in texts.items()}
+    asked = content_terms(question) if question else set()
+
+    def share(terms: set[str], n: int) -> float:
+        return len(terms & (terms_of[n] | asked)) / len(terms)
+
+    claims = [(n, claim) for n, claim in claims_before_markers(text) if n in sources]
+    blanked = "".join(re.sub(r"[^\n]", " ", seg) if is_code else seg for is_code, seg in split_code(text))
+    last = list(MARKER_RE.finditer(blanked))  # the last citation outside code (same offsets as `text`)
+    tail = text[last[-1].end() :] if last else ""
+    if tail.strip() and not _INSUFFICIENT_RE.search(tail):
+        claims.append((0, tail.strip()))
+    # A code block belongs to the citation of the lead-in before it ("Run this [2]:" then the block).
+    squashed = {n: re.sub(r"\s+", "", c.text) for n, c in sources.items()}
+    for block in FENCED_BLOCK_RE.finditer(text):
+        before = list(MARKER_RE.finditer(blanked, 0, block.start()))
+        n = int(before[-1].group(1)) if before else 0
+        code = re.sub(r"\s+", "", block.group("body"))
+        if n not in sources or len(code) < MIN_VERBATIM_CHARS or code in squashed[n]:
+            continue
+        holding = [m for m in sources if code in squashed[m]]
+        if holding:
+            errors.append(f"The code block after [{n}] comes from [{holding[0]}]; cite [{holding[0]}] before it.")
+    for n, claim in claims:
+        for sentence in claim_sentences(claim):
+            sentence = sentence.strip()
+            if len(sentence) < MIN_VERBATIM_CHARS or _INSUFFICIENT_RE.search(sentence):
+                continue
+            if any(r in sentence.lower() for r in reported):
+                continue
+            if n and find_span(sources[n].text, sentence):
+                continue
+            written = [m for m in sources if m != n and find_span(sources[m].text, sentence)]
+            if written:
+                if n:
+                    errors.append(
+                        f'"{_short(sentence)}" is cited [{n}] but comes from [{written[0]}]; cite [{written[0]}].'
+                    )
+                continue
+            terms = _prose_terms(sentence)
+            if len(terms) < MIN_SUPPORT_TERMS or (n and share(terms, n) >= MIN_SUPPORT):
+                continue
+            best = max(sources, key=lambda m: (share(terms, m), -m))
+            if share(terms, best) >= MIN_SUPPORT and best != n:
+                where = f"is cited [{n}] but" if n else "cites no source;"
+                errors.append(f'"{_short(sentence)}" {where} [{best}] is the passage that says it; cite [{best}].')
+            elif n:
+                errors.append(
+                    f'"{_short(sentence)}" is not what [{n}] says; state only what the passages say, in their terms.'
+                )
+            else:
+                errors.append(f'"{_short(sentence)}" cites no source and no passage says it; remove it.')
+    return errors
+
+
 def validate_answer(
     text: str,
     *,
@@ -316,12 +398,17 @@ def validate_answer(
     # is not picked apart: a source's own odd quoting (``like this'') would otherwise look like code or a quote.
     haystack = _Haystack(part for c in sources.values() for part in (c.text, c.title, c.chapter, c.filename))
     allowed = _Haystack([question]) if question else None
+    unknown: list[str] = []
     for term in extract_terms(unquoted):
         if haystack.contains(term) or (allowed is not None and allowed.contains(term)):
             continue
         if phrase and term.kind == "quote" and term.text.strip().lower() == phrase.lower():
             continue
         errors.append(_describe(term))
+        unknown.append(term.text)
+
+    if not insufficient or valid:
+        errors.extend(_support_errors(text, sources, question, unknown))
 
     errors = list(dict.fromkeys(errors))
     if len(errors) > MAX_ERRORS:

@@ -111,8 +111,19 @@ function decorateCode(root) {
   }
 }
 
-export function renderMarkdown(el, text) {
+// `provisional`: text still streaming, not yet checked against the sources (a model's draft may carry a link a
+// passage planted, with the question in its URL): links are shown as their words, with no address to follow. The
+// checked answer (the run's `complete` event) renders its links.
+export function renderMarkdown(el, text, { provisional = false } = {}) {
   el.innerHTML = DOMPurify.sanitize(marked.parse(text ?? ""), SANITIZE);
+  if (provisional) {
+    for (const a of el.querySelectorAll("a")) {
+      const span = document.createElement("span");
+      span.className = "link-pending";
+      span.append(...a.childNodes);
+      a.replaceWith(span);
+    }
+  }
   wrapTables(el);
   decorateCode(el);
   linkMarkers(el);
@@ -264,4 +275,35 @@ export function renderPassage(el, text, spans) {
   wrapTables(el);
   const clean = cleanSpans(points, spans);
   return clean.length ? highlight(el, points, clean) : null;
+}
+
+// Links the docs wrote relative to their own page ("server.md#sessions", "#limits", "../guide/") lead into that
+// page's site, not into the one showing the answer: each is resolved against the source URL of the citation that
+// quotes it (the marker after it in the same paragraph, list item or cell; else the block's first marker). A link
+// no citation gives a web address for is shown as its words: followed from here it would reach no page at all.
+export function resolveLinks(root, sourceUrlOf) {
+  for (const a of root.querySelectorAll("a[href]")) {
+    const href = a.getAttribute("href");
+    if (/^[a-z][a-z0-9+.-]*:/i.test(href) || href.startsWith("//")) continue; // already absolute: https:, mailto:
+    const block = a.closest("p, li, td, th, blockquote, dd, h1, h2, h3, h4, h5, h6") ?? root;
+    const markers = [...block.querySelectorAll("button.cite-ref")];
+    const marker = markers.find((m) => a.compareDocumentPosition(m) & Node.DOCUMENT_POSITION_FOLLOWING) ?? markers[0];
+    const base = marker ? sourceUrlOf(marker.dataset.n) : null;
+    let resolved = null;
+    if (base && /^https?:\/\//i.test(base)) {
+      try {
+        resolved = new URL(href, base).href;
+      } catch {
+        resolved = null;
+      }
+    }
+    if (resolved) {
+      a.setAttribute("href", resolved);
+    } else {
+      const span = document.createElement("span");
+      span.className = "link-unresolved";
+      span.append(...a.childNodes);
+      a.replaceWith(span);
+    }
+  }
 }

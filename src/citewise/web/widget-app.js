@@ -5,7 +5,7 @@
 
 import { HttpError, getJSON, streamAnswer } from "./api.js";
 import { feedbackControl } from "./feedback.js";
-import { renderMarkdown, renderPassage } from "./render.js";
+import { renderMarkdown, renderPassage, resolveLinks } from "./render.js";
 
 const MAX_SELECTED_CHARS = 10_000;
 const KEPT_TURNS = 20;
@@ -98,7 +98,7 @@ export function mount({ host, root, shell, launcher, options }) {
   const row = el("div", "cw-row");
   const input = el("textarea", "cw-input");
   input.rows = 1;
-  input.maxLength = 10_000;
+  input.maxLength = 10_000; // agent.max_question_chars, as the page's textarea (tests/server/test_http_long_messages.py)
   input.placeholder = options.placeholder;
   input.setAttribute("aria-label", "Your question");
   const send = button("cw-send", "Send", ICON_SEND);
@@ -351,7 +351,7 @@ export function mount({ host, root, shell, launcher, options }) {
       if (!text) return;
       if (this.root.dataset.state === "thinking") this.state("streaming");
       this.text += text;
-      renderMarkdown(this.body, this.text);
+      renderMarkdown(this.body, this.text, { provisional: true });
       emit("token", { chars: this.body.textContent.length });
       scrollToEnd();
     }
@@ -366,6 +366,8 @@ export function mount({ host, root, shell, launcher, options }) {
       this.answer = answer;
       this.text = answer.answer ?? this.text;
       renderMarkdown(this.body, this.text);
+      const urls = new Map((answer.citations ?? []).map((c) => [String(c.n), c.source_url]));
+      resolveLinks(this.body, (n) => urls.get(String(n))); // the docs' own relative links, onto their site
       const refused = answer.status === "refused";
       this.badge.hidden = !refused;
       this.sources.replaceChildren();
