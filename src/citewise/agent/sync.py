@@ -9,7 +9,9 @@ async generators and the default executor shut down). Several threads may call `
 coroutines share the loop, as concurrent requests share a server's.
 
 A process-wide loop rather than one per `Citewise` instance: the vendor caches are process-wide, so a second
-instance on a loop of its own would meet the first instance's connections just the same.
+instance on a loop of its own would meet the first instance's connections just the same. Other loops in the same
+process (a server's) get vendor connections of their own: llm/models.py gives each running loop its own async HTTP
+client where the integration takes one (`LoopLocalClient`).
 """
 
 from __future__ import annotations

@@ -9,12 +9,24 @@ fallback runnables:
                                                                   ProviderTimeout; other errors end the call)
 
 Which model answered is recorded in `LLMClient.last_model` and in the reply's `response_metadata["model_spec"]`.
+
+Vendor HTTP and event loops: an httpx connection pool belongs to the event loop that first used it (its locks and
+kept-alive connections are bound to it), and langchain-openai shares one async client per base URL across the whole
+process. A process that asks on more than one loop — the sync API's (agent/sync.py), a server's, a second server's,
+`asyncio.run` each time — failed its first model call on any other loop ("… is bound to a different event loop",
+"Event loop is closed"). So every chat model whose integration takes an `http_async_client` gets `LoopLocalClient`:
+one client object for the SDK, which sends each request through the running loop's own pool (kept-alive connections
+reused within that loop; a closed loop's pool is let go).
 """
 
 from __future__ import annotations
 
 import asyncio
+import functools
+import importlib
 import logging
+import os
+import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -61,6 +73,14 @@ KEY_VARIABLES: dict[str, str] = {
     "anthropic": "ANTHROPIC_API_KEY",
 }
 
+# provider → (integration module, chat model class, the SDK whose `DefaultAsyncHttpxClient` it takes), for the
+# integrations that may take an `http_async_client` (used only where the class has that field: see LoopLocalClient).
+ASYNC_HTTP_CLIENTS: dict[str, tuple[str, str, str]] = {
+    "openai": ("langchain_openai", "ChatOpenAI", "openai"),
+    "groq": ("langchain_groq", "ChatGroq", "groq"),
+    "anthropic": ("langchain_anthropic", "ChatAnthropic", "anthropic"),
+}
+
 # The errors worth trying the next model for (the vendor is busy or down, not our request being wrong).
 FALLBACK_ERRORS: tuple[type[ProviderError], ...] = (RateLimited, ProviderUnavailable, ProviderTimeout)
 
@@ -96,6 +116,7 @@ def create_chat_model(settings: Settings, spec: str) -> BaseChatModel:
 
     provider, model = parse_spec(spec)
     kwargs = _vendor_kwargs(settings, provider, is_primary=spec == settings.llm)
+    kwargs |= _http_kwargs(settings, provider, kwargs)
     from langchain.chat_models import init_chat_model
 
     try:
@@ -161,6 +182,103 @@ def _vendor_kwargs(settings: Settings, provider: str, *, is_primary: bool) -> di
         # ChatGroq has no seed field, but Groq's API takes one; model_kwargs go into the request body.
         kwargs["model_kwargs"] = {"seed": gen.seed}
     return kwargs
+
+
+def _http_kwargs(settings: Settings, provider: str, kwargs: dict[str, Any]) -> dict[str, Any]:
+    """The async HTTP client for integrations that take one: the loop-local client (see the module docstring)."""
+    client = loop_local_client(provider, settings.generation.chat_timeout_s)
+    if client is None:
+        return {}
+    extra: dict[str, Any] = {"http_async_client": client}
+    if provider == "openai" and "base_url" not in kwargs and not _env_base_url():
+        # langchain-openai asks OpenAI itself for token usage in streams only when it gets no client: keep asking.
+        extra["stream_usage"] = True
+    return extra
+
+
+def _env_base_url() -> bool:
+    return any(os.environ.get(name) for name in ("OPENAI_API_BASE", "OPENAI_BASE_URL"))
+
+
+def loop_local_client(provider: str, timeout: float) -> Any | None:
+    """The process's `LoopLocalClient` for `provider`'s SDK (one per SDK and timeout, as the vendors cache theirs), or
+    None where the integration is not installed or takes no `http_async_client` (it then keeps its own client)."""
+    names = ASYNC_HTTP_CLIENTS.get(provider)
+    if names is None:
+        return None
+    module, class_name, sdk = names
+    try:
+        chat_class = getattr(importlib.import_module(module), class_name)
+        base = importlib.import_module(sdk).DefaultAsyncHttpxClient
+    except (ImportError, AttributeError):
+        return None  # init_chat_model says what is missing
+    fields = getattr(chat_class, "model_fields", None) or {}
+    if "http_async_client" not in fields or not isinstance(base, type):
+        return None
+    return _shared_loop_local_client(base, timeout)
+
+
+@functools.cache
+def _shared_loop_local_client(base: type, timeout: float) -> Any:
+    return _loop_local_class(base)(timeout=timeout)
+
+
+@functools.cache
+def _loop_local_class(base: type) -> type:
+    """`LoopLocalClient` on the vendor SDK's own client class (openai>=3 is on httpx2, the others on httpx)."""
+    return type(f"LoopLocal{base.__name__.lstrip('_')}", (LoopLocalClient, base), {"per_loop_class": base})
+
+
+class LoopLocalClient:
+    """An SDK's async HTTP client (mixed into its `DefaultAsyncHttpxClient`) that sends each request through a client
+    of the running event loop's own (`per_loop_class`, built with the same arguments): the SDK builds its requests on
+    this one object, while the connections, kept alive between calls, never cross loops.
+
+    The clients of loops that have been closed are dropped when a new loop first sends (not closed: their loop can't
+    run the clean-up any more; their sockets go with them). A loop is a plain key, not a weak one: a pool's
+    connections hold on to their loop, so a weak key would never be released.
+    """
+
+    per_loop_class: type
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self._client_kwargs = kwargs
+        self._by_loop: dict[asyncio.AbstractEventLoop, Any] = {}
+        self._by_loop_lock = threading.Lock()
+
+    @property
+    def clients(self) -> dict[asyncio.AbstractEventLoop, Any]:
+        """The client of each loop (a copy)."""
+        with self._by_loop_lock:
+            return dict(self._by_loop)
+
+    def client_for(self, loop: asyncio.AbstractEventLoop) -> Any:
+        """`loop`'s client, made on its first request."""
+        with self._by_loop_lock:
+            client = self._by_loop.get(loop)
+            if client is None:
+                for gone in [other for other in self._by_loop if other.is_closed()]:
+                    del self._by_loop[gone]
+                client = self._by_loop[loop] = self.per_loop_class(**self._client_kwargs)
+            return client
+
+    async def send(self, request: Any, **kwargs: Any) -> Any:
+        if self.is_closed:  # type: ignore[attr-defined]
+            raise RuntimeError("Cannot send a request, as the client has been closed.")
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:  # not asyncio (trio): this object's own pool
+            return await super().send(request, **kwargs)  # type: ignore[misc]
+        return await self.client_for(loop).send(request, **kwargs)
+
+    async def aclose(self) -> None:
+        """Close the running loop's client and this one (the clients of other loops can only be closed on theirs)."""
+        with self._by_loop_lock:
+            client = self._by_loop.pop(asyncio.get_running_loop(), None)
+        if client is not None:
+            await client.aclose()
+        await super().aclose()  # type: ignore[misc]
 
 
 def _retryable(exc: BaseException) -> bool:
