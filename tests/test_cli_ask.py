@@ -100,6 +100,23 @@ def test_chat_repl_answers_and_keeps_going(home):
     assert "twelve threads" in result.stdout and "Sources" in result.stdout
 
 
+def test_chat_reads_a_follow_up_with_the_question_before_it(home):
+    """Quote mode, the default: "Is it enabled by default?" after a question about encryption is about encryption,
+    and --trace shows the question it was read as."""
+    from citewise.agent.followup import standalone
+
+    first, followup = "How do I turn on encryption at rest?", "Is it enabled by default?"
+    result = runner.invoke(app, ["chat", "--trace", "--home", str(home)], input=f"{first}\n{followup}\nexit\n")
+    assert result.exit_code == 0, result.output
+    answers = result.stdout.split("\n> ")[1:]  # after each prompt: its answer
+    assert "off by default" in answers[1]
+    steps = " ".join(result.stderr.split())  # the terminal's width wraps long lines
+    assert "retrieve: standalone" in steps and standalone(followup, [first]).question in steps
+    # Asked first, the same words are about something else.
+    alone = runner.invoke(app, ["chat", "--home", str(home)], input=f"{followup}\nexit\n")
+    assert "off by default" not in alone.stdout
+
+
 def test_missing_vendor_extra_is_a_clear_error_naming_the_install_command(home, monkeypatch):
     # The hint contains "[anthropic]", which a terminal renderer could take for markup and drop.
     monkeypatch.setenv("CITEWISE_LLM", "anthropic:claude-test")

@@ -346,6 +346,7 @@ class TraceKind(StrEnum):
 
     GUARD = "guard"  # empty input, a greeting, or a question
     CONSTRAINTS = "constraints"  # what the question demands (counts, steps, sections, searches)
+    STANDALONE = "standalone"  # a follow-up read with the conversation: the standalone question searched
     PLAN = "plan"  # the 2-5 step plan (the model's, or the default)
     TOOL_CALL = "tool_call"  # a search or an open, before it runs
     TOOL_RESULT = "tool_result"  # what it returned (citation numbers, chunk ids)

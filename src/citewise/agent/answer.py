@@ -104,7 +104,9 @@ class AnswerBuilder:
             refusal_reason=ending.refusal_reason,
             refusal_detail=state.get("refusal_detail") if refused else None,
             closest_sections=(
-                closest_sections(sources, request.question, state.get("corrections") or {}) if refused else []
+                closest_sections(sources, state.get("standalone") or request.question, state.get("corrections") or {})
+                if refused
+                else []
             ),
             empty_retrieval=bool(state.get("empty_retrieval")) and state.get("searches", 0) > 0,
             retrieval_failure=ending.retrieval_failure,

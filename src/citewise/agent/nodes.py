@@ -27,11 +27,13 @@ from citewise.agent.answer import AnswerBuilder, Ending, is_refusal
 from citewise.agent.condense import condense
 from citewise.agent.constraints import Constraints, analyze_constraints
 from citewise.agent.flow import Node
+from citewise.agent.followup import MAX_TURNS as FOLLOWUP_TURNS
+from citewise.agent.followup import Standalone, standalone
 from citewise.agent.grounding import ground as ground_text
 from citewise.agent.grounding import strip_rag_metadata
 from citewise.agent.limits import EXIT_REASONS, WELCOME_MESSAGE, exit_reason_for
 from citewise.agent.planner import default_plan, parse_plan
-from citewise.agent.quote_policy import QuotePolicy, question_asked, quote_draft, refusal_text
+from citewise.agent.quote_policy import QuotePolicy, question_asked, question_of, quote_draft, refusal_text
 from citewise.agent.state import AgentState
 from citewise.agent.tools import (
     MAX_QUERY_CHARS,
@@ -172,9 +174,23 @@ class AgentNodes:
         request = state["request"]
         ledger = Ledger.from_state(state)
         ctx = self.tool_context(state, ledger)
+        # A follow-up ("Is it enabled by default?") is searched, and answered in quote mode, made whole with the
+        # conversation before it; a model still reads the whole conversation.
+        made_whole = self._standalone(state)
+        if made_whole is not None:
+            ledger.trace.append(
+                trace_event(
+                    TraceKind.STANDALONE,
+                    "retrieve",
+                    question=made_whole.question,
+                    reason=made_whole.reason,
+                    from_turns=list(made_whole.from_turns),
+                )
+            )
+            state = {**state, "standalone": made_whole.question}  # type: ignore[typeddict-item]
         # A long message (an error log pasted with the question) is searched condensed: its question, errors and
         # names. The answerer still gets the whole message; the trace says the search was condensed, and from what.
-        condensed = condense(request.question, limit=MAX_QUERY_CHARS)
+        condensed = condense(question_of(state), limit=MAX_QUERY_CHARS)
         args = SearchDocsArgs.model_construct(
             query=condensed.query,
             top_k=self.quote.search_depth(state),
@@ -191,7 +207,27 @@ class AgentNodes:
         if ctx.failure:
             return self._retrieval_failed(state, update, ctx.failure, node="retrieve")
         scratch = [msg.ai("", [call]), result]
-        return {**update, "scratch": scratch, "tool_log": {call_key(SEARCH_DOCS, args): msg.message_text(result)}}
+        return {
+            **update,
+            "scratch": scratch,
+            "tool_log": {call_key(SEARCH_DOCS, args): msg.message_text(result)},
+            "standalone": state.get("standalone"),
+        }
+
+    @staticmethod
+    def _standalone(state: AgentState) -> Standalone | None:
+        """The question made whole when it is a follow-up of the conversation's earlier questions, else None. Not a
+        question about a selected text ("What does this passage mean?" points at the selection), nor a long message
+        (what a pasted log is about is in it)."""
+        request = state["request"]
+        if request.selected_text or condense(request.question, limit=MAX_QUERY_CHARS).condensed:
+            return None
+        messages = list(state.get("messages") or [])
+        if messages and messages[-1].type == "human":
+            messages = messages[:-1]  # the question this run answers
+        asked = [m for m in messages if m.type == "human"][-FOLLOWUP_TURNS:]
+        made_whole = standalone(request.question, [question_asked(msg.message_text(m)) for m in asked])
+        return made_whole if made_whole.followup else None
 
     def _retrieval_failed(
         self, state: AgentState, update: dict[str, Any], failure: RetrievalFailure, *, node: str
@@ -408,7 +444,7 @@ class AgentNodes:
             opened=set(state.get("opened") or []),
             searches=state.get("searches", 0),
             constraints=Constraints(**(state.get("constraints") or {})),
-            question=question_asked(state["request"].question),  # of a pasted log, the sentences that ask
+            question=question_asked(question_of(state)),  # a follow-up made whole; of a pasted log, what asks
         )
         errors = list(result.errors)
         if not _MARKER_RE.search(draft):

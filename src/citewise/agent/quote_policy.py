@@ -1,7 +1,8 @@
 """Quote mode's turn in the agent's loop: the answerer that calls no model.
 
-The retrieve node has searched the whole question (a long message condensed to the sentences that ask, its errors
-and names: `citewise.agent.condense`; quote mode answers those sentences, never the pasted log). On its turn quote
+The retrieve node has searched the whole question (a follow-up made whole with the conversation before it:
+`citewise.agent.followup`; a long message condensed to the sentences that ask, its errors and names:
+`citewise.agent.condense`; quote mode answers those sentences, never the pasted log). On its turn quote
 mode searches each part of a multi-part question on its own (and each topic the question asked to search
 separately), through the same search the tools run — real searches, numbered in the run's ledger and traced, not
 tool calls staged for another node — then hands each part with the passages its own search found to the answerer
@@ -46,6 +47,12 @@ def question_asked(message: str) -> str:
     """What quote mode answers of a message: the message, or of a long one (a log pasted with the question) the
     sentences that ask, as the run's first search condensed it (`citewise.agent.condense`)."""
     return condense(message, limit=MAX_QUERY_CHARS).question
+
+
+def question_of(state: AgentState) -> str:
+    """What the run answers: a follow-up made whole with the conversation (the retrieve node's `standalone`,
+    `citewise.agent.followup`), else the message as asked."""
+    return state.get("standalone") or state["request"].question
 
 
 def _quote(state: AgentState) -> bool:
@@ -103,7 +110,7 @@ class QuotePolicy:
         budget = request.limits.max_tool_calls - state.get("tool_calls", 0)
         used = 0
         numbered = {c.chunk_id: i + 1 for i, c in enumerate(ledger.sources)}
-        parts = self.part_queries(question_asked(request.question), ledger.corrections)
+        parts = self.part_queries(question_asked(question_of(state)), ledger.corrections)
         first = ledger.found[0] if ledger.found else []
         found: list[list[tuple[int, ScoredChunk]]] = []
 
@@ -205,7 +212,7 @@ class QuotePolicy:
         if not sources:
             return ()
         _, corpus = self.answer_settings(state)
-        asked = apply_corrections(question_asked(state["request"].question), state.get("corrections") or {})
+        asked = apply_corrections(question_asked(question_of(state)), state.get("corrections") or {})
         question = analyse(asked)  # a misspelt name the search corrected is not missing
         return missing_anchors(question, [Passage(i + 1, c) for i, c in enumerate(sources)], corpus)
 
@@ -215,5 +222,5 @@ class QuotePolicy:
         opened = set(state.get("opened") or [])
         numbered = list(enumerate(state.get("sources") or [], start=1))
         ordered = sorted(numbered, key=lambda nc: (nc[1].chunk_id not in opened, nc[0]))
-        question = question_asked(state["request"].question)
+        question = question_asked(question_of(state))
         return self.answer(state, [Part(question, [Passage(n, c) for n, c in ordered])])

@@ -53,6 +53,7 @@ class AgentState(TypedDict, total=False):
     opened: list[str]  # chunk ids opened with open_citation, in order
     sources: list[ScoredChunk]  # every chunk retrieved or opened: the chunk numbered n is sources[n - 1]
     empty_retrieval: bool  # True while every search so far came back empty
+    standalone: str | None  # a follow-up made whole with the conversation (agent/followup.py); None: as asked
     constraints: dict[str, Any]  # Constraints.model_dump() of the question
     plan: list[str]
     reprompts: int  # validator reprompts used

@@ -97,6 +97,7 @@ const sleep = (ms, signal) =>
 const TRACE_LABELS = {
   guard: "Checking the question",
   constraints: "Reading the question's requirements",
+  standalone: "Reading the question with the conversation",
   plan: "Planning the search",
   tool_call: "Searching the docs",
   tool_result: "Reading the results",

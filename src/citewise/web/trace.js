@@ -20,6 +20,13 @@ const STEPS = {
       .map(([k]) => k.replaceAll("_", " "));
     return ["Worked out what the question asks for", asks.join(", ")];
   },
+  standalone: (d) => {
+    const before = d.from_turns?.length ? d.from_turns[d.from_turns.length - 1] : "";
+    return [
+      `Read as: ${quote(d.question, 160)}`,
+      before ? `A follow-up, read with the question before it: ${quote(before)}` : "A follow-up, read with the conversation.",
+    ];
+  },
   plan: (d) => [`Planned ${plural(d.steps?.length ?? 0, "step")}`, (d.steps ?? []).map((s, i) => `${i + 1}. ${s}`).join(" ")],
   tool_call: (d) => {
     if (d.tool === "open_citation") return ["Opened a passage to read it in full", ""];

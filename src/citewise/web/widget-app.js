@@ -11,6 +11,7 @@ const MAX_SELECTED_CHARS = 10_000;
 const KEPT_TURNS = 20;
 const DEFAULT_SELECTION_QUESTION = "What does this passage mean?";
 const TRACE_LABELS = {
+  standalone: "Reading the question with the conversation",
   plan: "Planning the search",
   tool_call: "Searching the docs",
   tool_result: "Reading the results",
