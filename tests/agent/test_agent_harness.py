@@ -90,3 +90,16 @@ def test_instructions_planted_in_a_passage_never_reach_the_reader(planted_home, 
             answer = cw.ask(question, mode="agent")
             assert_contract(answer)
             assert PLANTED_HOST not in answer.answer and "![" not in answer.answer, answer.answer
+
+
+def test_the_anchor_warning_is_given_once_and_a_model_that_answers_anyway_keeps_its_answer(planted_home, embedder):
+    question = "What port does the Orbitron daemon listen on by default in release 9.9?"
+    book = {question: Gold(question, True, ["7433"], id="anchor-once")}
+    with PersonaServer("diligent", book) as server:
+        answer = agent(planted_home, server, embedder).ask(question, mode="agent")
+    validations = [e for e in answer.trace if e.type == "validation"]
+    assert "“9.9”" in validations[0].data["errors"][0]
+    assert validations[-1].data["ok"] and len(validations) == 2
+    assert not [e for e in answer.trace if e.type == "forced_synthesis"]
+    assert_contract(answer)
+    assert "7433" in answer.answer
