@@ -16,6 +16,7 @@ from tests.agent.agent_support import WORKER_ANSWER, WORKER_QUESTION
 from tests.server.conftest import PLAN
 
 from citewise.llm.testing import ScriptedChatModel
+from citewise.types import MAX_QUESTION_CHARS
 
 TERMINAL = {"complete", "error"}
 
@@ -131,7 +132,7 @@ def test_a_run_that_raises_ends_with_one_error_event(agent_app, live_server, tmp
 def test_bad_stream_request_is_a_plain_4xx_before_any_event(agent_app, live_server):
     server = live_server(agent_app())
     with httpx.Client(base_url=server.url) as client:
-        too_long = client.post("/api/agent/stream", json={"question": "x" * 1001})
+        too_long = client.post("/api/agent/stream", json={"question": "x" * (MAX_QUESTION_CHARS + 1)})
         assert too_long.status_code == 422 and too_long.headers["content-type"] == "application/json"
         assert client.post("/api/agent/stream", json={"question": "x", "mode": "nope"}).status_code == 422
         no_model = client.post("/api/agent/stream", json={"question": "x", "mode": "agent"})

@@ -100,6 +100,30 @@ class LiveServer:
 
 
 @pytest.fixture(scope="module")
+def site() -> Iterator[HostSite]:
+    """A docs site on another loopback origin, to embed the widget in."""
+    host = HostSite()
+    yield host
+    host.close()
+
+
+def serve(indexed: KnowledgeBase, *, key: str | None = None, owner: str = "public", site: HostSite | None = None):
+    """A real server in quote mode on the module's index: with `key`, API keys on (that key acting as `owner`); with
+    `site`, that site's origin allowed by CORS (a page embedding the widget). Use as a context manager."""
+    from citewise.agent.runner import Citewise
+    from citewise.server import create_app
+
+    settings = indexed.settings
+    update: dict = {}
+    if key:
+        update["api_keys"] = {key: owner}
+    if site is not None:
+        update["server"] = settings.server.model_copy(update={"cors_origins": (site.origin,)})
+    settings = settings.model_copy(update=update) if update else settings
+    return LiveServer(create_app(settings, citewise=Citewise(settings, kb=indexed)))
+
+
+@pytest.fixture(scope="module")
 def indexed(tmp_path_factory, embedder) -> KnowledgeBase:
     """The fixture corpus ingested once for every server in this module."""
     kb = KnowledgeBase(make_settings(tmp_path_factory.mktemp("web") / "home"), embedder=embedder)

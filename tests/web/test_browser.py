@@ -13,7 +13,7 @@ from collections.abc import Iterator
 
 import pytest
 from tests.support.settings import make_settings
-from tests.web.conftest import ANSWERABLE, CHROMIUM, UNANSWERABLE, LiveServer
+from tests.web.conftest import ANSWERABLE, CHROMIUM, UNANSWERABLE, LiveServer, serve
 
 from citewise.server import create_app
 from citewise.types import REFUSAL_TEXT
@@ -35,10 +35,7 @@ if not CHROMIUM.exists():  # CI installs it (apt-get install chromium); say why 
 @pytest.fixture(scope="module")
 def server(indexed) -> Iterator[LiveServer]:
     """Quote mode: answers are verbatim sentences from the corpus, no model."""
-    from citewise.agent.runner import Citewise
-
-    settings = indexed.settings
-    with LiveServer(create_app(settings, citewise=Citewise(settings, kb=indexed))) as live:
+    with serve(indexed) as live:
         yield live
 
 

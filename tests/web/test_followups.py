@@ -7,11 +7,10 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 import pytest
-from tests.web.conftest import CHROMIUM, HostSite, LiveServer
+from tests.web.conftest import CHROMIUM, LiveServer, serve
 from tests.web.test_widget import KEY, answers, host_page, html_tag, open_host, stream_requests, wait_ready
 
 from citewise.agent.followup import standalone
-from citewise.server import create_app
 
 pytestmark = pytest.mark.slow
 
@@ -24,24 +23,9 @@ ABOUT_ENCRYPTION = "off by default"
 
 
 @pytest.fixture(scope="module")
-def site() -> Iterator[HostSite]:
-    host = HostSite()
-    yield host
-    host.close()
-
-
-@pytest.fixture(scope="module")
 def server(indexed, site) -> Iterator[LiveServer]:
     """Quote mode, sessions kept by the server's checkpointer; a widget key and the host site allowed."""
-    from citewise.agent.runner import Citewise
-
-    settings = indexed.settings.model_copy(
-        update={
-            "api_keys": {KEY: "public"},
-            "server": indexed.settings.server.model_copy(update={"cors_origins": (site.origin,)}),
-        }
-    )
-    with LiveServer(create_app(settings, citewise=Citewise(settings, kb=indexed))) as live:
+    with serve(indexed, key=KEY, site=site) as live:
         site.default = host_page(html_tag(live.url))
         yield live
 

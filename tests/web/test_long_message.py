@@ -9,9 +9,8 @@ from collections.abc import Iterator
 
 import pytest
 from tests.support.long_messages import QUESTION, pasted
-from tests.web.conftest import CHROMIUM, LiveServer
+from tests.web.conftest import CHROMIUM, LiveServer, serve
 
-from citewise.server import create_app
 from citewise.types import MAX_QUESTION_CHARS
 
 pytestmark = pytest.mark.slow
@@ -22,10 +21,7 @@ if not CHROMIUM.exists():  # CI installs it (apt-get install chromium); say why 
 
 @pytest.fixture(scope="module")
 def server(indexed) -> Iterator[LiveServer]:
-    from citewise.agent.runner import Citewise
-
-    settings = indexed.settings
-    with LiveServer(create_app(settings, citewise=Citewise(settings, kb=indexed))) as live:
+    with serve(indexed) as live:
         yield live
 
 

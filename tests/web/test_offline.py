@@ -11,9 +11,7 @@ from contextlib import contextmanager
 from urllib.parse import urlsplit
 
 import pytest
-from tests.web.conftest import ANSWERABLE, CHROMIUM, HostSite, LiveServer
-
-from citewise.server import create_app
+from tests.web.conftest import ANSWERABLE, CHROMIUM, LiveServer, serve
 
 pytestmark = pytest.mark.slow
 
@@ -24,24 +22,9 @@ KEY = "k-offline-51c2"
 
 
 @pytest.fixture(scope="module")
-def site() -> Iterator[HostSite]:
-    host = HostSite()
-    yield host
-    host.close()
-
-
-@pytest.fixture(scope="module")
 def server(indexed, site) -> Iterator[LiveServer]:
     """Quote mode on the fixture corpus, keys on (as a site embedding the widget runs it), the site allowed by CORS."""
-    from citewise.agent.runner import Citewise
-
-    settings = indexed.settings.model_copy(
-        update={
-            "api_keys": {KEY: "docs-site"},
-            "server": indexed.settings.server.model_copy(update={"cors_origins": (site.origin,)}),
-        }
-    )
-    with LiveServer(create_app(settings, citewise=Citewise(settings, kb=indexed))) as live:
+    with serve(indexed, key=KEY, owner="docs-site", site=site) as live:
         site.default = (
             '<!doctype html><html lang="en"><head><meta charset="utf-8"><title>Orbitron docs</title></head>'
             "<body><h1>Orbitron guide</h1><p>Read the configuration reference.</p>"
