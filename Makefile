@@ -115,6 +115,8 @@ bench: install
 	$(BIN)/python bench/clapnq_answers.py
 	# Agent mode's harness judged with scripted models (tests/support/personas.py) over the same question sets.
 	$(BIN)/python bench/bench_agent.py
+	# Follow-ups asked in a session beside their standalone forms (quote mode; fitted sets and pip judged).
+	$(BIN)/python bench/bench_followups.py
 	$(BIN)/python bench/bench_load.py
 	$(BIN)/python bench/bench_startup.py
 	$(BIN)/python bench/bench_sources.py

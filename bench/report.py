@@ -1221,6 +1221,40 @@ def agent_section(r: dict | None) -> list[str]:
     return lines
 
 
+def followups_section(r: dict | None) -> list[str]:
+    """Issue 33: follow-ups read with the conversation (bench/bench_followups.py)."""
+    head = ["## Follow-ups: a question asked in a conversation (issue 33)", ""]
+    if not r:
+        return [*head, *_missing("bench_followups.py")]
+    lines = [
+        *head,
+        "Pairs of a first question and an elliptic follow-up (“How do I change it?”, “And the overlap?”, “What's the "
+        "size limit?”), each with its standalone form written by hand and the strings a right answer holds "
+        "(bench/questions/followups_*.jsonl), asked in quote mode. *In a session*: the first question, then the "
+        "follow-up, in one session (read with the conversation, `citewise.agent.followup`). *Alone*: the follow-up "
+        "with no conversation — how quote mode answered a follow-up before it read the conversation. *Standalone*: "
+        "the hand-written standalone form, alone, and after the first question in a session (a self-contained "
+        "question must pass unchanged: *kept*). The follow-up rules were written and adjusted on the fitted sets' "
+        "results. The judged set (pip) was written from its pages alone; how its follow-ups were read (not answered) "
+        "was printed once early on, beside the fitted sets', and two general rules changed after (“one” before a "
+        "noun is a number, “for one command”; a noun phrase takes the place of an earlier one only after an "
+        "article); its answers were scored once, at the end, and nothing was changed after.",
+        "",
+        "| Set | Role | Pairs | Right: follow-up in a session | Follow-up alone (before) | Standalone alone | "
+        "Standalone in a session | Read as a follow-up | Standalone kept |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
+    for name, s in r["sets"].items():
+        right = s["right"]
+        lines.append(
+            f"| {name} ({s['corpus']}) | {s['role']} | {s['pairs']} | {_pc(right['followup_in_session'])} | "
+            f"{_pc(right['followup_alone'])} | {_pc(right['standalone_alone'])} | "
+            f"{_pc(right['standalone_in_session'])} | {_pc(s['read_as_followup'])} | {_pc(s['standalone_kept'])} |"
+        )
+    lines.append("")
+    return lines
+
+
 def parity_section(parities: dict[str, dict | None]) -> list[str]:
     lines = ["## PostgreSQL and LanceDB: retrieval parity", ""]
     if not any(parities.values()):
@@ -1411,6 +1445,7 @@ def main() -> None:
     lines += [*peers_section(peers), *answers_section(answers)]
     lines += [*quote_section(_load("quote_decision")), *sentence_section(_load("sentence_ranking"))]
     lines += agent_section(_load("agent"))
+    lines += followups_section(_load("followups"))
     lines += load_section(_load("load"))
     lines += big_document_section(_load("big_document"), _load("big_document_before"))
     lines += parity_section({name: _load(f"parity_{name}") for name in SET_NAMES})
