@@ -117,10 +117,12 @@ def _holds_gold(text: str, q: Question) -> bool:
 
 
 def citation_valid(answer) -> bool:
-    """Every [n] in the text is a citation, and every citation is a chunk of the run's sources."""
-    import re
+    """Every [n] in the text's prose is a citation (`items[7]` in code is code), and every citation is a chunk of
+    the run's sources."""
+    from citewise.agent.grounding import MARKER_RE, split_code
 
-    marks = {int(m) for m in re.findall(r"\[(\d+)\]", answer.answer)}
+    prose = "".join(" " if is_code else seg for is_code, seg in split_code(answer.answer))
+    marks = {int(m) for m in MARKER_RE.findall(prose)}
     numbers = {c.n for c in answer.citations}
     sources = {c.chunk_id for c in answer.sources}
     return marks <= numbers and all(c.chunk_id in sources for c in answer.citations)
@@ -290,9 +292,8 @@ def _streamed_text(http, question: str) -> str:
 
 
 def surfaces_in_subprocess(name: str) -> dict:
-    """`surfaces` in a process of its own: a process that asked through the library's sync loop shares the vendor
-    client langchain-openai caches per process, whose connections are bound to that loop (see the closing note of
-    bench_agent in BENCHMARKS.md); a server is a process of its own in real use too."""
+    """`surfaces` in a process of its own, as a server runs in real use (and its start is timed apart from the
+    library's runs)."""
     out = OUT / f"{name}_surfaces.json"
     subprocess.run([sys.executable, __file__, "--surfaces-json", str(out)], check=True, timeout=900)
     return json.loads(out.read_text())
