@@ -253,3 +253,8 @@ def test_the_question_words_count_as_support():
     text = "Orbitron autoscaling groups resize themselves from latency histograms [2]."
     assert not check(text).ok
     assert check(text, question="Do Orbitron autoscaling groups resize themselves from latency histograms?").ok
+
+
+def test_a_code_block_after_the_last_citation_is_not_read_as_prose():
+    text = "Create the queue like this [2]:\n\n```bash\norbitron queue create --name emails --retention 7d\n```"
+    assert check(text).ok, check(text).errors

@@ -294,6 +294,7 @@ def _support_errors(
         if holding:
             errors.append(f"The code block after [{n}] comes from [{holding[0]}]; cite [{holding[0]}] before it.")
     for n, claim in claims:
+        claim = FENCED_BLOCK_RE.sub(" ", claim)  # code is the code block check's and the term check's
         for sentence in claim_sentences(claim):
             sentence = sentence.strip()
             if len(sentence) < MIN_VERBATIM_CHARS or _INSUFFICIENT_RE.search(sentence):
