@@ -47,8 +47,10 @@ from tests.support.personas import (
     PERSONAS,
     PLANTED_HOST,
     Gold,
+    Persona,
     PersonaServer,
     norm,
+    reformulate,
 )
 
 import quote_data
@@ -119,10 +121,9 @@ def _holds_gold(text: str, q: Question) -> bool:
 def citation_valid(answer) -> bool:
     """Every [n] in the text's prose is a citation (`items[7]` in code is code), and every citation is a chunk of
     the run's sources."""
-    from citewise.agent.grounding import MARKER_RE, split_code
+    from citewise.agent.grounding import cited_numbers
 
-    prose = "".join(" " if is_code else seg for is_code, seg in split_code(answer.answer))
-    marks = {int(m) for m in MARKER_RE.findall(prose)}
+    marks = set(cited_numbers(answer.answer))
     numbers = {c.n for c in answer.citations}
     sources = {c.chunk_id for c in answer.sources}
     return marks <= numbers and all(c.chunk_id in sources for c in answer.citations)
@@ -162,8 +163,6 @@ def ask_one(cw: Citewise, server: PersonaServer, spec, q: Question, persona: str
     first_draft = ""
     # The persona's first answer as written (what a harness without a validator would have shown).
     if bodies:  # the replies are deterministic: replayed to find the first answer the persona wrote
-        from tests.support.personas import Persona
-
         replay = Persona(persona, {q.question: gold_of(q)})
         for body in bodies:
             reply = replay(body)
@@ -175,8 +174,6 @@ def ask_one(cw: Citewise, server: PersonaServer, spec, q: Question, persona: str
     findable = None
     if q.answerable:
         found = retriever.search(q.question[:1000], 10).chunks
-        from tests.support.personas import reformulate
-
         found += retriever.search(reformulate(q.question)[:1000], 10).chunks
         findable = _holds_gold("\n".join(c.text for c in found), q)
     cited = [c.filename[:-4] if c.filename.endswith(".txt") else c.filename for c in answer.citations]

@@ -12,7 +12,7 @@ import pytest
 from tests.support.personas import INJECTED, PLANTED_HOST, Gold, PersonaServer
 from tests.support.settings import make_settings
 
-from citewise.agent.grounding import MARKER_RE, split_code
+from citewise.agent.grounding import cited_numbers
 from citewise.agent.runner import Citewise
 from citewise.index.knowledge_base import KnowledgeBase
 from citewise.ingest.pipeline import Ingestor
@@ -51,8 +51,7 @@ def agent(home: Path, server: PersonaServer, embedder) -> Citewise:
 def assert_contract(answer) -> None:
     assert answer.exit_reason == ExitReason.COMPLETED, answer.trace
     numbers = {c.n for c in answer.citations}
-    prose = "".join(" " if is_code else seg for is_code, seg in split_code(answer.answer))
-    marks = {int(m) for m in MARKER_RE.findall(prose)}  # `items[7]` in code is code
+    marks = set(cited_numbers(answer.answer))  # outside code: `items[7]` is code
     assert marks <= numbers, (answer.answer, numbers)
     assert {c.chunk_id for c in answer.citations} <= {c.chunk_id for c in answer.sources}
     if answer.status == Status.REFUSED:
