@@ -40,7 +40,7 @@ def test_a_code_block_comes_after_the_sentence_that_introduces_it():
     p = passage("The daemon ships as a package. Install it with:\n\n```bash\npip install orbitron\n```")
     units, text = compose(p, {2: 4.0})
     assert units == ["Install it with:", "```bash\npip install orbitron\n```"]
-    assert text == "Install it with: [1]\n\n```bash\npip install orbitron\n```\n[1]"
+    assert text == "Install it with: [1]\n\n```bash\npip install orbitron\n```"  # one mark: the lead-in's covers it
     assert compose(p, {2: 4.0}, rules=ALL - {"lead_in"})[0] == ["```bash\npip install orbitron\n```"]
 
 
@@ -49,7 +49,8 @@ def test_a_sentence_that_announces_a_list_brings_it_and_says_how_many_it_left_ou
     p = passage(f"Orbitron stores journals in several backends:\n\n{items}")
     units, text = compose(p, {0: 3.0})
     assert units[0] == "Orbitron stores journals in several backends:" and len(units) == 1 + LIST_LIMIT
-    assert text.endswith("- backend number 7 [1]\n\n… and 2 more in the source [1]")
+    assert text.startswith("Orbitron stores journals in several backends: [1]\n\n- backend number 0\n")
+    assert text.endswith("- backend number 7\n\n… and 2 more in the source [1]")
     assert compose(p, {0: 3.0}, rules=ALL - {"announced"})[0] == ["Orbitron stores journals in several backends:"]
 
 
@@ -99,3 +100,34 @@ def test_the_same_words_are_never_quoted_twice():
     kept = [(c.slot, c.index) for c in chosen]
     assert (0, 1) in kept and (1, 1) not in kept  # the command once, from the guide
     assert (1, 0) in kept  # the other page's own sentence is still quoted
+
+
+def test_the_answer_comes_first_and_what_was_chosen_above_it_follows():
+    """A troubleshooting page's symptom scored close to its fix: the fix, which answers, leads."""
+    p = passage(
+        "Symptom. The server stops with exit code 3. Fix. Use another port:\n\n```bash\ncitewise serve --port 8080\n```"
+    )
+    _, text = compose(p, {1: 3.0, 3: 2.0, 4: 4.0})
+    assert text.startswith("Use another port: [1]\n\n```bash\ncitewise serve --port 8080\n```\n\n")
+    assert text.endswith("The server stops with exit code 3. [1]")
+
+
+def test_one_mark_per_source_and_group():
+    """A list nobody introduced is cited once, after its last item; a code block standing alone gets its mark."""
+    p = passage("- first option\n- second option\n\nText between.\n\n```bash\nrun me\n```")
+    _, text = compose(p, {0: 4.0, 1: 3.9, 3: 3.8})
+    assert text == "- first option\n- second option [1]\n\n```bash\nrun me\n```\n[1]"
+
+
+def test_the_best_item_brings_the_short_list_its_lead_in_announces():
+    p = passage("Orbitron supports three backends:\n\n- sqlite\n- postgres\n- s3\n\nJournals rotate weekly.")
+    units, text = compose(p, {2: 4.0})
+    assert units == ["Orbitron supports three backends:", "sqlite", "postgres", "s3"]
+    assert text == "Orbitron supports three backends: [1]\n\n- sqlite\n- postgres\n- s3"
+    assert compose(p, {2: 4.0}, rules=ALL - {"announced"})[0] == ["Orbitron supports three backends:", "postgres"]
+
+
+def test_a_lead_in_whose_block_is_not_quoted_is_not_an_answer_of_its_own():
+    """Below the best unit, a sentence ending on a colon with nothing after it would end the answer mid-thought."""
+    p = passage("Port is 7433 by default. See the table below:\n\n## Other\n\nUnrelated.")
+    assert compose(p, {0: 4.0, 1: 3.5})[0] == ["Port is 7433 by default."]

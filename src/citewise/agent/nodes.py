@@ -445,6 +445,7 @@ class AgentNodes:
             searches=state.get("searches", 0),
             constraints=Constraints(**(state.get("constraints") or {})),
             question=question_asked(question_of(state)),  # a follow-up made whole; of a pasted log, what asks
+            check_support=not _quote(state),
         )
         errors = list(result.errors)
         if not _MARKER_RE.search(draft):

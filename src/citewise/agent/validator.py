@@ -335,13 +335,16 @@ def validate_answer(
     constraints: Constraints,
     question: str | None = None,
     require_citation: bool = True,
+    check_support: bool = True,
 ) -> ValidationResult:
     """Check `text` against the run's sources and the question's constraints.
 
     `sources` maps citation numbers to the chunks retrieved or opened in the run, `opened` holds the chunk_ids
     opened with open_citation. Exact quotes must appear in an opened chunk (in any source when nothing was
     opened). An answer that says the docs are insufficient needs no citation, but must use the question's
-    insufficiency phrase when it gave one. `question` lets the answer repeat the user's own terms.
+    insufficiency phrase when it gave one. `question` lets the answer repeat the user's own terms. `check_support`:
+    whether each cited sentence and code block must be what its cited passage says — off for quote mode, whose units
+    are the passages' own words by construction (and whose spans, not its marks, say where each comes from).
     """
     errors: list[str] = []
     stripped = text.strip()
@@ -408,7 +411,7 @@ def validate_answer(
         errors.append(_describe(term))
         unknown.append(term.text)
 
-    if not insufficient or valid:
+    if check_support and (not insufficient or valid):
         errors.extend(_support_errors(text, sources, question, unknown))
 
     errors = list(dict.fromkeys(errors))

@@ -179,8 +179,12 @@ def _same_paragraph(passage: Passage, a: int, b: int) -> bool:
     return "\n" not in between.strip("\n ") and "\n\n" not in between and not between.strip()
 
 
-def _what_it_needs(c: Candidate, passage: Passage, rules: frozenset[str]) -> tuple[list[int], list[int], int]:
-    """(units before it, units after it, how many announced units were left out) that `c` needs to stand."""
+def _what_it_needs(
+    c: Candidate, passage: Passage, rules: frozenset[str], lead: bool = False
+) -> tuple[list[int], list[int], int]:
+    """(units before it, units after it, how many announced units were left out) that `c` needs to stand. `lead`:
+    `c` is the answer's best unit, so a list item brings its whole list when a sentence announces it (the answer is
+    the list, not one item of it) and the list is short enough to quote whole."""
     units = passage.units
     before: list[int] = []
     after: list[int] = []
@@ -193,6 +197,11 @@ def _what_it_needs(c: Candidate, passage: Passage, rules: frozenset[str]) -> tup
             first -= 1  # a row or an item belongs to its table or list: its lead-in stands above the first one
         if first > 0 and _leads_in(text_of(passage, units[first - 1])) and _adjacent(passage, first - 1, first):
             before.append(first - 1)
+            last = i
+            while last + 1 < len(units) and units[last + 1][2] == units[i][2] == "item":
+                last += 1
+            if lead and units[i][2] == "item" and "announced" in rules and last - first + 1 <= LIST_LIMIT:
+                after += [j for j in range(first, last + 1) if j != i]
     if "announced" in rules and _leads_in(text) and i + 1 < len(units) and _adjacent(passage, i, i + 1):
         kind = units[i + 1][2]
         if kind == "code":
@@ -220,7 +229,7 @@ def _what_it_needs(c: Candidate, passage: Passage, rules: frozenset[str]) -> tup
         )
         if qualifies and units[i + 1][2] == "sentence" and _same_paragraph(passage, i, i + 1):
             after.append(i + 1)
-    return sorted(set(before)), sorted(set(after) - set(before)), left_out
+    return sorted(set(before)), sorted(set(after) - set(before) - {i}), left_out
 
 
 @dataclass(frozen=True)
@@ -228,6 +237,7 @@ class Chosen:
     slot: int
     index: int
     role: str  # "answer" (scored as one), "context" (what an answer needs to stand), or "why" (structured style)
+    group: int = 0  # the rank of the answer it belongs to (0: the best unit and what it needs)
 
 
 def choose(
@@ -261,13 +271,16 @@ def choose(
         if c.key in chosen or c.key in skip or words(c.slot, c.index) in shown:
             continue  # a command two pages show alike is quoted from the better-ranked one only
         passage = passages[c.slot]
-        before, after, dropped = _what_it_needs(c, passage, rules)
-        chosen[c.key] = Chosen(c.slot, c.index, "answer")
+        before, after, dropped = _what_it_needs(c, passage, rules, lead=not answers)
+        if answers and not after and _leads_in(words(c.slot, c.index)):
+            continue  # a sentence that introduces what isn't quoted ("Run this:") would end the answer on a colon
+        group = answers
+        chosen[c.key] = Chosen(c.slot, c.index, "answer", group)
         shown.add(words(c.slot, c.index))
         answers += 1
         for i in before + after:
             if (c.slot, i) not in chosen and words(c.slot, i) not in shown:
-                chosen[(c.slot, i)] = Chosen(c.slot, i, "context")
+                chosen[(c.slot, i)] = Chosen(c.slot, i, "context", group)
                 shown.add(words(c.slot, i))
         if dropped and after:
             left_out[(c.slot, after[-1])] = dropped
@@ -275,13 +288,20 @@ def choose(
 
 
 def order(chosen: Sequence[Chosen], ranked: Sequence[Candidate]) -> list[Chosen]:
-    """Passages in the order of their best chosen unit (the answer's passage first), each in reading order."""
+    """Answer first: passages in the order of their best chosen unit (the answer's passage first); inside a passage,
+    reading order from where its best group (that unit with what it needs) begins, then what it chose above that,
+    still in reading order (a troubleshooting page's "Fix" before its "Symptom", when the fix is what answers)."""
     score = {c.key: c.score for c in ranked}
     first: dict[int, float] = {}
     for c in chosen:
         if c.role == "answer":
             first[c.slot] = max(first.get(c.slot, -1e9), score.get((c.slot, c.index), -1e9))
-    return sorted(chosen, key=lambda c: (-first.get(c.slot, -1e9), c.slot, c.index))
+    lead: dict[int, int] = {}  # per passage, the best group it holds
+    for c in chosen:
+        if c.role == "answer":
+            lead[c.slot] = min(lead.get(c.slot, c.group), c.group)
+    start = {slot: min(c.index for c in chosen if c.slot == slot and c.group == g) for slot, g in lead.items()}
+    return sorted(chosen, key=lambda c: (-first.get(c.slot, -1e9), c.slot, c.index < start.get(c.slot, 0), c.index))
 
 
 def _table_header(passage: Passage, row: tuple[int, int, str]) -> str:
@@ -325,53 +345,75 @@ def render(
         used = list(dict.fromkeys(n for n, _, _ in quotes))
         return "\n".join(lines).rstrip(), used, quotes
     used = list(dict.fromkeys(n for n, _, _ in quotes))
+    # One citation mark per source and group: a sentence run ends with its [n]; a code block, list or table that a
+    # quoted sentence of its passage introduces ("Add `--prune`: [1]") is covered by that mark (the agent's
+    # validator reads a block the same way); one that stands alone gets its own, once, after it.
     blocks: list[str] = []
     line: list[str] = []
     previous: Chosen | None = None
-    table_open: tuple[int, str] | None = None  # (slot, header) of the table being quoted
+    structure: tuple[int, str, bool] | None = None  # (slot, kind, covered) of the list or table being quoted
+    header_of: str = ""
 
-    def flush() -> None:
+    def close() -> None:
+        """End the sentence run (with its mark), or the list or table (with its mark unless a lead-in covers it)."""
+        nonlocal structure
         if line:
             blocks.append(" ".join(line) + f" [{passages[previous.slot].n}]" if previous else " ".join(line))
             line.clear()
+        if structure is not None:
+            slot, kind, covered = structure
+            if not covered:
+                blocks[-1] += f" [{passages[slot].n}]" if kind == "item" else f"\n\n[{passages[slot].n}]"
+            structure = None
+
+    def introduced(c: Chosen) -> bool:
+        """Whether the unit before `c` in the answer is a sentence of its passage that introduces it."""
+        if previous is None or previous.slot != c.slot or previous.index >= c.index:
+            return False
+        passage = passages[c.slot]
+        unit = passage.units[previous.index]
+        return unit[2] == "sentence" and _leads_in(text_of(passage, unit))
 
     for c in ordered:
         passage = passages[c.slot]
         unit = passage.units[c.index]
         body = text_of(passage, unit)
-        new_paragraph = (
-            previous is None
-            or previous.slot != c.slot
-            or unit[2] != "sentence"
-            or passage.units[previous.index][2] != "sentence"
-            or not _same_paragraph(passage, previous.index, c.index)
+        continues = (
+            previous is not None
+            and previous.slot == c.slot
+            and previous.index < c.index
+            and unit[2] == passage.units[previous.index][2]
         )
-        if new_paragraph:
-            flush()
-        if unit[2] == "code":
-            blocks.append(f"{body}\n[{passage.n}]")
-            table_open = None
+        if unit[2] == "sentence":
+            if not (continues and _same_paragraph(passage, previous.index, c.index)):
+                close()
+            line.append(" ".join(body.split()))
+        elif unit[2] == "code":
+            covered = introduced(c)
+            close()
+            blocks.append(body if covered else f"{body}\n[{passage.n}]")
         elif unit[2] == "row":
             header = _table_header(passage, unit)
-            if table_open == (c.slot, header) and blocks:
-                blocks[-1] = blocks[-1].rsplit("\n\n", 1)[0] + f"\n{body}\n\n[{passage.n}]"
+            if continues and structure is not None and structure[1] == "row" and header == header_of:
+                blocks[-1] += f"\n{body}"
             else:
-                blocks.append(f"{header}\n{body}\n\n[{passage.n}]" if header else f"{body}\n\n[{passage.n}]")
-            table_open = (c.slot, header)
-        elif unit[2] == "item":
-            item = f"- {' '.join(body.split())} [{passage.n}]"
-            if previous is not None and previous.slot == c.slot and passage.units[previous.index][2] == "item":
+                covered = introduced(c)
+                close()
+                blocks.append(f"{header}\n{body}" if header else body)
+                structure, header_of = (c.slot, "row", covered), header
+        else:  # a list item
+            item = f"- {' '.join(body.split())}"
+            if continues and structure is not None and structure[1] == "item":
                 blocks[-1] += "\n" + item
             else:
+                covered = introduced(c)
+                close()
                 blocks.append(item)
-            table_open = None
-        else:
-            line.append(" ".join(body.split()))
-            table_open = None
+                structure = (c.slot, "item", covered)
         more = left_out.get((c.slot, c.index))
         previous = c
         if more:
-            flush()
+            close()
             blocks.append(f"… and {more} more in the source [{passage.n}]")
-    flush()
+    close()
     return "\n\n".join(blocks), used, quotes
