@@ -30,8 +30,8 @@ from markdown_it import MarkdownIt
 from _common import ROOT, SOMNIA, wait_for_quiet, write_result
 from citewise.index.embeddings import create_embedder
 from citewise.index.knowledge_base import KnowledgeBase
+from citewise.ingest.anchors import slugify
 from citewise.settings import Settings, SourceSpec
-from citewise.sources.anchors import slugify
 from citewise.sources.sync import sync_source
 
 TARGET_RATIO = 0.05

@@ -223,6 +223,10 @@ def ingest(
     base_url: Annotated[
         str | None, typer.Option("--base-url", help="Published docs URL; source_url = base + relative path.")
     ] = None,
+    slugs: Annotated[
+        str | None,
+        typer.Option("--slugs", help="With --base-url: the site's heading anchors, github or mkdocs (default github)."),
+    ] = None,
     reassign_owner: Annotated[
         bool,
         typer.Option("--reassign-owner", help="Give documents already indexed under another owner to --owner."),
@@ -238,7 +242,10 @@ def ingest(
         from citewise.ingest.pipeline import Ingestor
         from citewise.types import PUBLIC_OWNER
 
-        settings = _settings(home, ingest={"base_url": base_url} if base_url else None)
+        if slugs not in (None, "github", "mkdocs"):
+            raise CitewiseError(f"--slugs must be github or mkdocs, not {slugs!r}.")
+        linked = {"base_url": base_url} if base_url else {}
+        settings = _settings(home, ingest={**linked, **({"slugs": slugs} if slugs else {})} or None)
         kb = KnowledgeBase(settings)
         with _progress(not as_json) as progress:
             ingestor = Ingestor(

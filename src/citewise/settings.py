@@ -53,6 +53,13 @@ class IngestSettings(BaseModel):
     base_url: str | None = Field(
         None, description="Base URL of the published docs; a chunk's source_url is base_url + its relative path."
     )
+    slugs: Literal["github", "mkdocs"] = Field(
+        "github",
+        description=(
+            "With base_url: the heading anchors of the published pages (github or mkdocs), so that a citation links "
+            "to its section (`page#section`)."
+        ),
+    )
     sentence_vectors: bool = Field(
         True,
         description=(
@@ -866,6 +873,7 @@ class Settings(BaseSettings):
             "chunk_overlap": self.ingest.chunk_overlap,
             "max_block_chars": self.ingest.max_block_chars,
             "base_url": self.ingest.base_url,
+            **({"slugs": self.ingest.slugs} if self.ingest.base_url else {}),  # anchors exist only with a base URL
             # bump when chunking, what the loaders keep of a file (3: no image addresses; 4: nor those of a picture
             # whose alt text holds a code span; 5: admonitions as labelled notes, no site-generator markup) or what
             # the full-text index sees (store.search_text) changes

@@ -103,7 +103,7 @@ def test_mkdocs_material_admonitions_tabs_and_build_markup_read_as_labelled_text
         (CODE, "```markdown\n!!! note\n    Shown as code.\n```", syntax),
     ]
     doc = load_file(MARKUP / "mkdocs/docs/install.md", source="install.md")
-    assert doc.outline == [  # the heading's id stays in the outline (sources/anchors.py links with it)
+    assert doc.outline == [  # the heading's id stays in the outline (ingest/anchors.py links with it)
         (1, "Installing Ferrule {#install}"),
         (2, "Install with a package manager"),
         (2, "Writing an admonition"),

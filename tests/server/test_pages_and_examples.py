@@ -9,10 +9,10 @@ from pathlib import Path
 import pytest
 from tests.server.conftest import KEYS, auth
 
+from citewise.ingest.anchors import outline_anchors
 from citewise.ingest.loaders import load_file
 from citewise.ingest.pipeline import Ingestor
 from citewise.server.example_questions import example_questions, heading_question
-from citewise.sources.anchors import outline_anchors
 
 GUIDE = """---
 title: The guide
@@ -71,7 +71,7 @@ def test_markdown_pages_have_the_anchors_citations_and_the_docs_links_use(make_c
         ]  # fmt: skip
         ids = re.findall(r' id="([^"]+)"', page.text)
         assert ids == [*headings, "custom-place"]  # the heading's own slug too: what the indexed text gives it
-        # What a source's citation links to (sources/anchors.py over the loader's outline) is on the page.
+        # What a source's citation links to (ingest/anchors.py over the loader's outline) is on the page.
         outline = load_file(docs / "guide.md", source="guide.md").outline
         assert set(outline_anchors(outline).values()) <= set(ids)
         assert "<title>The guide</title>" in page.text and "{#my-anchor}" not in page.text
@@ -83,6 +83,30 @@ def test_markdown_pages_have_the_anchors_citations_and_the_docs_links_use(make_c
         assert 'href="sub/page.md#sessions"' in page.text  # resolves to /pages/sub/page.md, served below
     assert 'id="sessions"' in client.get("/pages/sub/page.md").text
     assert client.get("/pages/sub/page").status_code == 200
+
+
+def test_a_folder_ingested_with_its_pages_url_links_each_chunk_to_its_section_there(
+    make_client, make_kb, server_settings, docs
+):
+    """`citewise ingest docs --base-url http://HOST/pages` (as `make demo` does): a citation opens the page at its
+    section, by the anchors /pages gives headings; `ingest.slugs = "mkdocs"` follows MkDocs' rule instead."""
+    ingest = server_settings.ingest.model_copy(update={"base_url": "http://testserver/pages"})
+    settings = _settings(server_settings, docs, ingest=ingest)
+    kb = make_kb(settings)
+    Ingestor(kb).ingest_paths([docs])
+    client = make_client(settings, kb=kb)
+    urls = {c.chapter: c.source_url for c in kb.store.chunks()}
+    assert urls["Page > Sessions"] == "http://testserver/pages/sub/page#sessions"
+    assert urls["Guide > Custom place"] == "http://testserver/pages/guide#my-anchor"  # the heading's own id wins  # the heading's own id wins
+    for url in urls.values():
+        path, _, fragment = url.removeprefix("http://testserver").partition("#")
+        page = client.get(path)
+        assert page.status_code == 200, url
+        assert not fragment or f' id="{fragment}"' in page.text, url
+    mkdocs = settings.model_copy(update={"ingest": ingest.model_copy(update={"slugs": "mkdocs"})})
+    assert mkdocs.ingest_fingerprint() != settings.ingest_fingerprint()  # a new slug rule re-links every chunk
+    plain = server_settings.model_copy(update={"ingest": server_settings.ingest.model_copy(update={"slugs": "mkdocs"})})
+    assert plain.ingest_fingerprint() == server_settings.ingest_fingerprint()  # no base URL: no links to change
 
 
 def test_folders_redirect_to_their_index_and_other_kinds_are_sent_sandboxed(make_client, server_settings, docs):

@@ -5,10 +5,10 @@ from __future__ import annotations
 import lxml.html
 import pytest
 
+from citewise.ingest.anchors import heading_ids, outline_anchors, slugify
 from citewise.ingest.chunking import section_url
 from citewise.ingest.globs import any_match, glob_match
 from citewise.ingest.loaders import parse_html, parse_markdown
-from citewise.sources.anchors import heading_ids, outline_anchors, slugify
 
 
 @pytest.mark.parametrize(

@@ -337,7 +337,7 @@ _ATTR_LIST = re.compile(
     r"[ \t]*\}"
 )
 # A heading's explicit id, from its attribute list (`{ #install .hero }`) or MyST's and Docusaurus' `{#install}`: gone
-# from the heading's text, it stays in the document's outline as `{#install}`, where sources/anchors.py finds it.
+# from the heading's text, it stays in the document's outline as `{#install}`, where ingest/anchors.py finds it.
 _HEADING_ID = re.compile(r"\{:?[ \t]*(?:[^{}\n]*?[ \t])?#([A-Za-z0-9_:.-]+)(?:[ \t][^{}\n]*)?\}[ \t]*$")
 _ICON = re.compile(r"[ \t]?:(?:material|octicons|fontawesome|simple)-[\w-]+:")
 

@@ -31,6 +31,7 @@ from citewise.errors import ConfigError, IngestError, ProviderError
 from citewise.index.knowledge_base import KnowledgeBase
 from citewise.index.registry import now_iso
 from citewise.index.store import search_text
+from citewise.ingest.anchors import outline_anchors
 from citewise.ingest.chunking import digest, iter_chunks, make_chunks
 from citewise.ingest.globs import any_match, asks_for_template, is_theme_template, templates_note
 from citewise.ingest.loaders import SUPPORTED_SUFFIXES, load_file
@@ -481,13 +482,17 @@ class Ingestor:
         parsed = job.load()
         ingest = self.settings.ingest
         doc.title = parsed.title
+        source_url = parsed.source_url or _source_url(ingest.base_url, job.relative)
+        if source_url and not parsed.source_url and not parsed.anchors and parsed.outline:
+            # A file published at base_url: each chunk links to its section, by the slug rule of the site.
+            parsed.anchors = outline_anchors(parsed.outline, style=ingest.slugs)
         chunks = iter_chunks(
             parsed,
             ingest,
             doc_id=job.doc_id,
             filename=job.filename,
             module=job.module,
-            source_url=parsed.source_url or _source_url(ingest.base_url, job.relative),
+            source_url=source_url,
             modified=parsed.date or job.mtime_iso,
             owner=self.owner,
         )

@@ -21,7 +21,7 @@ import hashlib
 import re
 from collections.abc import Iterable
 
-from citewise.sources.anchors import strip_custom_id
+from citewise.ingest.anchors import strip_custom_id
 from citewise.text import STOPWORDS, content_words, english_count, is_english, stem
 
 EXAMPLES = 3

@@ -33,11 +33,11 @@ from pydantic import BaseModel, Field
 from citewise.errors import CitewiseError, IngestError, SourceError
 from citewise.index.knowledge_base import KnowledgeBase
 from citewise.index.registry import now_iso
+from citewise.ingest.anchors import outline_anchors
 from citewise.ingest.globs import templates_note
 from citewise.ingest.loaders import load_bytes
 from citewise.ingest.pipeline import Ingestor, IngestReport, Progress
 from citewise.settings import SourceKind, SourceSpec
-from citewise.sources.anchors import outline_anchors
 from citewise.sources.config import all_specs, config_path, kind_of, remove_from_config, spec_of
 from citewise.sources.git import GitRepository, document_source
 from citewise.sources.state import SourceDocument, SourceRun, open_source_state

@@ -35,10 +35,10 @@ from markdown_it import MarkdownIt
 
 from citewise.errors import IngestError, SourceError
 from citewise.index.registry import now_iso
+from citewise.ingest.anchors import heading_ids, outline_anchors
 from citewise.ingest.globs import any_match
 from citewise.ingest.loaders import decode_html, load_bytes, parse_html, parse_plain_text
 from citewise.settings import SourceSpec, SyncSettings
-from citewise.sources.anchors import heading_ids, outline_anchors
 from citewise.sources.fetch import Fetcher, Refused, TooLarge, check_scheme
 from citewise.sources.state import SourceDocument
 from citewise.types import ParsedDocument, make_doc_id

@@ -3,7 +3,7 @@ answers about it open without a docs site: a folder ingested with `--base-url ht
 that point here, and the docs' own relative links (`server.md#sessions`) resolve here too.
 
 - Markdown is rendered as a plain HTML page whose headings carry the ids citations and the docs' links use (GitHub's
-  slug rule, or an explicit `{#id}`: sources/anchors.py). Raw HTML inside Markdown is shown as text, never run.
+  slug rule, or an explicit `{#id}`: ingest/anchors.py). Raw HTML inside Markdown is shown as text, never run.
 - `/pages/server` finds `server.md` (also .mdx, .markdown, .rst: the suffixes `--base-url` links leave out), a folder
   its index.md or README.md. Other files of the kinds Citewise ingests and pictures are sent as they are, under a
   Content-Security-Policy that runs no script (`sandbox`): the page is on the API's own origin.
@@ -26,8 +26,8 @@ from fastapi.responses import FileResponse, HTMLResponse, RedirectResponse, Resp
 from markdown_it import MarkdownIt
 from markdown_it.token import Token
 
+from citewise.ingest.anchors import page_heading_ids, strip_custom_id
 from citewise.server.deps import CallerDep, StateDep
-from citewise.sources.anchors import page_heading_ids, strip_custom_id
 
 router = APIRouter(include_in_schema=False)
 
