@@ -36,7 +36,7 @@ def _finished(page, count: int) -> None:
     page.wait_for_function(f"document.querySelectorAll({done!r}).length === {count}", timeout=120_000)
 
 
-def test_a_follow_up_in_the_page_is_read_with_the_question_before_it(browser, server):
+def test_a_follow_up_in_the_page_is_read_with_the_question_before_it(browser, server, screenshot):
     page = browser.new_page(viewport={"width": 1280, "height": 860})
     errors: list[str] = []
     page.on("pageerror", lambda exc: errors.append(str(exc)))
@@ -58,6 +58,7 @@ def test_a_follow_up_in_the_page_is_read_with_the_question_before_it(browser, se
     assert ABOUT_ENCRYPTION in answer.locator(".answer").inner_text()
     assert len(sent) == 2 and "session_id" not in sent[0] and sent[1]["session_id"]  # one conversation
     assert sent[1]["question"] == FOLLOWUP  # sent as typed: the server reads it with the conversation
+    screenshot(page, "chat-follow-up.png")
 
     page.click("#trace-toggle")
     steps = answer.locator(".trace-step").all_inner_texts()
@@ -69,7 +70,7 @@ def test_a_follow_up_in_the_page_is_read_with_the_question_before_it(browser, se
     page.close()
 
 
-def test_a_follow_up_in_the_widget_is_read_with_the_question_before_it(browser, server, site):
+def test_a_follow_up_in_the_widget_is_read_with_the_question_before_it(browser, server, site, screenshot):
     page = open_host(browser, site.origin + "/guide/")
     requests = stream_requests(page)
     wait_ready(page)
@@ -89,4 +90,5 @@ def test_a_follow_up_in_the_widget_is_read_with_the_question_before_it(browser, 
     assert ABOUT_ENCRYPTION in answer.locator(".cw-body").inner_text()
     assert len(requests) == 2 and requests[1]["session_id"] and requests[1]["question"] == FOLLOWUP
     assert page.errors == []
+    screenshot(page, "widget-follow-up.png")
     page.context.close()

@@ -31,7 +31,7 @@ def paste(page, text: str) -> None:
     page.keyboard.insert_text(text)
 
 
-def test_a_10000_character_paste_is_answered(browser, server):
+def test_a_10000_character_paste_is_answered(browser, server, screenshot):
     page = browser.new_page(viewport={"width": 1280, "height": 860})
     errors: list[str] = []
     page.on("pageerror", lambda exc: errors.append(str(exc)))
@@ -53,6 +53,7 @@ def test_a_10000_character_paste_is_answered(browser, server):
     assert "orbitron queue create" in answer.locator(".answer").inner_text()
     assert answer.locator("button.cite").count() >= 1
     assert sent and sent[0]["question"] == message  # the whole paste went to the server
+    screenshot(page, "chat-long-paste.png")
 
     # The trace says what the first search looked for: the question, not the log.
     page.click("#trace-toggle")
