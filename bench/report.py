@@ -1255,6 +1255,42 @@ def followups_section(r: dict | None) -> list[str]:
     return lines
 
 
+def compose_section(r: dict | None) -> list[str]:
+    """Issue 33: answer-first composition, before and after (bench/bench_compose.py)."""
+    head = ["## Composition: how quote-mode answers read (issue 33)", ""]
+    if not r:
+        return [*head, *_missing("bench_compose.py")]
+    lines = [
+        *head,
+        f"The same question sets asked with the composition of {r['before']} (*before*: passages in search order, "
+        "each in reading order, a mark after every block) and of this checkout (*after*: the unit the reader ranks "
+        "best opens the answer with what it needs — its lead-in before its code block, the short list a sentence "
+        "announces, a negating next sentence; what was chosen above it in its passage follows; one mark per source "
+        "and group, a lead-in's mark covering its block; a sentence ending on a colon is quoted only with what it "
+        "introduces). The rules live in `citewise.quote.compose`. Composition never changes whether a question is "
+        "answered (*same decisions*: the share answered-or-refused alike in both runs; below 100% only where the "
+        "decision was refitted between them); it can change whether the expected strings are quoted. *Opens with "
+        "best*: the reader's best unit is in the answer's first two blocks. Judged sets were scored once, after the "
+        "change.",
+        "",
+        "| Set | Role | Distribution | Right: before → after | Same decisions | Opens with best | Marks per source | "
+        "Ends on “:” | Median length (chars) |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
+    for name, s in r["sets"].items():
+        b, a = s["before"], s["after"]
+        right = f"{_share(b['right'])} → {_share(a['right'])}" if b["answerable"] else "– (none answerable)"
+        lines.append(
+            f"| {name} | {s['role']} | {s['distribution']} | {right} | "
+            f"{_share(s['same_decisions'])} | {_share(b['opens_with_best'])} → {_share(a['opens_with_best'])} | "
+            f"{b['marks_per_source_mean']} → "
+            f"{a['marks_per_source_mean']} | {_share(b['ends_on_colon'])} → {_share(a['ends_on_colon'])} | "
+            f"{b['chars_median']:.0f} → {a['chars_median']:.0f} |"
+        )
+    lines.append("")
+    return lines
+
+
 def parity_section(parities: dict[str, dict | None]) -> list[str]:
     lines = ["## PostgreSQL and LanceDB: retrieval parity", ""]
     if not any(parities.values()):
@@ -1446,6 +1482,7 @@ def main() -> None:
     lines += [*quote_section(_load("quote_decision")), *sentence_section(_load("sentence_ranking"))]
     lines += agent_section(_load("agent"))
     lines += followups_section(_load("followups"))
+    lines += compose_section(_load("compose"))
     lines += load_section(_load("load"))
     lines += big_document_section(_load("big_document"), _load("big_document_before"))
     lines += parity_section({name: _load(f"parity_{name}") for name in SET_NAMES})
