@@ -595,7 +595,9 @@ def quote_section(r: dict | None) -> list[str]:
         "citation of its own passage (ClapNQ, Somnia FAQ); refused answerable and unanswerable refused are shares "
         "of each kind; refusal F1 takes unanswerable as the positive class. Top-1: the share of answerable "
         "one-part questions whose best-ranked unit holds an expected answer (decided or not). Latency: p50 / p95 "
-        "per question, warm, on this shared 2-core machine.",
+        "per question, warm, on this shared 2-core machine. The reader runs each window of a passage alone (it ran "
+        "them in one padded batch before 2026-12-07: a passage's int8 scores moved with the passages read beside it, "
+        "and the padding doubled the reader's time); the ranker and the decision were refitted for it.",
         "",
         "| Set | Distribution | Role | Questions (ans. + unans.) | Right | Refused (answerable) | "
         "Unanswerable refused | Refusal F1 | Top-1 | ms p50 / p95 |",
