@@ -97,7 +97,7 @@ def test_a_folder_ingested_with_its_pages_url_links_each_chunk_to_its_section_th
     client = make_client(settings, kb=kb)
     urls = {c.chapter: c.source_url for c in kb.store.chunks()}
     assert urls["Page > Sessions"] == "http://testserver/pages/sub/page#sessions"
-    assert urls["Guide > Custom place"] == "http://testserver/pages/guide#my-anchor"  # the heading's own id wins  # the heading's own id wins
+    assert urls["Guide > Custom place"] == "http://testserver/pages/guide#my-anchor"  # its own id wins
     for url in urls.values():
         path, _, fragment = url.removeprefix("http://testserver").partition("#")
         page = client.get(path)
