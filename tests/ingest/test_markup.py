@@ -26,6 +26,7 @@ DOCUMENTS = [
     "mkdocs/docs/install.md",
     "mkdocs/docs/reference/client.md",
     "sphinx/api.rst",
+    "sphinx/examples.rst",
     "docusaurus/install.mdx",
     "myst/configure.md",
     "jekyll/index.md",
@@ -132,6 +133,20 @@ def test_sphinx_autodoc_and_admonitions_read_as_api_references_and_labelled_note
         (CODE, "```bash\nferrule stop --all\n```", retries),
         (TEXT, "Note: The daemon logs to `~/.ferrule/log`.", retries),
         (TEXT, "See also: The sync guide.", retries),  # a cross-reference reads as its text
+    ]
+
+
+def test_sphinx_doctest_blocks_are_code_and_their_hidden_set_up_is_left_out():
+    """sphinx.ext.doctest: `testcode`, `testoutput` and `doctest` show as code on the rendered page (their argument is
+    a test group, not a language); `testsetup`, `testcleanup` and a `:hide:` block are not shown, so not indexed."""
+    head = ("Examples", "Retrying a sync")
+    assert blocks("sphinx/examples.rst") == [
+        (TEXT, "Stop after three attempts:", head),
+        (CODE, "```python\n@retry(stop=stop_after(3))\ndef sync_folder():\n    raise OSError\n```", head),
+        (CODE, "```text\nGave up after 3 attempts...\n```", head),
+        (TEXT, "At the prompt:", head),
+        (CODE, "```pycon\n>>> stop_after(3).limit\n3\n```", head),
+        (TEXT, "A sync that gave up raises `RetryError`.", ("Examples", "Giving up")),
     ]
 
 

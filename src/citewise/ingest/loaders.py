@@ -1206,11 +1206,34 @@ class _SphinxCodeBlock(CodeBlock):
     option_spec = _AnyOptions(CodeBlock.option_spec)
 
 
+class _DoctestCode(Directive):
+    """sphinx.ext.doctest's shown blocks: `testcode` (Python), `doctest` (a console session), `testoutput` (what the
+    code prints). The argument is a test group's name, not a language; the options steer the test run."""
+
+    optional_arguments = 1
+    final_argument_whitespace = True
+    option_spec = _AnyOptions()
+    has_content = True
+
+    def run(self) -> list[Any]:
+        if "hide" in self.options:
+            return []  # rendered pages don't show it
+        language = {"testcode": "python", "doctest": "pycon"}.get(self.name.lower(), "text")
+        return [nodes.literal_block("", "\n".join(self.content), classes=["code", language])]
+
+
 # Sphinx spells docutils' `code` directive `code-block`; unregistered, its code would vanish into an error node.
+# sphinx.ext.doctest's blocks are code too: a stand-in would read `@retry(stop=...)` as a paragraph of prose.
 # (Checked first so a Sphinx running in the same process keeps its own directive.)
-for _sphinx_name in ("code-block", "sourcecode"):
+for _sphinx_name, _directive in (
+    ("code-block", _SphinxCodeBlock),
+    ("sourcecode", _SphinxCodeBlock),
+    ("testcode", _DoctestCode),
+    ("testoutput", _DoctestCode),
+    ("doctest", _DoctestCode),
+):
     if directives._directives.get(_sphinx_name) is None:
-        directives.register_directive(_sphinx_name, _SphinxCodeBlock)
+        directives.register_directive(_sphinx_name, _directive)
 
 # Sphinx and its extensions add directives plain docutils doesn't know (`.. tab::`, `.. versionadded::`,
 # `.. option::`, `.. toctree::`, a project's own `.. pip-command-usage::`). Unknown, docutils turns each into an error
@@ -1225,6 +1248,7 @@ _RST_SKIPPED = frozenset(
     {"toctree", "autosummary", "literalinclude", "include", "index", "highlight", "currentmodule", "tabularcolumns"}
     | {"sectionauthor", "codeauthor", "moduleauthor", "graphviz", "mermaid", "plantuml", "uml", "jupyter-execute"}
     | {"module", "default-domain", "program", "inheritance-diagram"}
+    | {"testsetup", "testcleanup"}  # sphinx.ext.doctest's hidden set-up: not on the rendered page
 )
 _RST_VERSIONS = {
     "versionadded": "New in version",
