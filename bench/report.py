@@ -1287,7 +1287,7 @@ def compose_section(r: dict | None) -> list[str]:
             f"{_share(s['same_decisions'])} | {_share(b['opens_with_best'])} → {_share(a['opens_with_best'])} | "
             f"{b['marks_per_source_mean']} → "
             f"{a['marks_per_source_mean']} | {_share(b['ends_on_colon'])} → {_share(a['ends_on_colon'])} | "
-            f"{b['chars_median']:.0f} → {a['chars_median']:.0f} |"
+            f"{b['chars_median'] or 0:.0f} → {a['chars_median'] or 0:.0f} |"
         )
     lines.append("")
     return lines

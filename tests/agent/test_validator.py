@@ -274,3 +274,12 @@ def test_quote_mode_text_is_not_held_to_the_support_check():
         text, sources=SOURCES, opened=set(), searches=1, constraints=Constraints(), check_support=False
     )
     assert quoted.ok, quoted.errors
+
+
+def test_quote_modes_own_count_of_what_it_left_out_is_no_claim():
+    text = "The daemon listens on port 7433 by default [1].\n\n… and 19 more in the source [1]"
+    quoted = validate_answer(
+        text, sources=SOURCES, opened=set(), searches=1, constraints=Constraints(), check_support=False
+    )
+    assert quoted.ok, quoted.errors
+    assert any("19" in e for e in check(text).errors)  # from a model, an invented number

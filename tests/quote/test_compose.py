@@ -131,3 +131,19 @@ def test_a_lead_in_whose_block_is_not_quoted_is_not_an_answer_of_its_own():
     """Below the best unit, a sentence ending on a colon with nothing after it would end the answer mid-thought."""
     p = passage("Port is 7433 by default. See the table below:\n\n## Other\n\nUnrelated.")
     assert compose(p, {0: 4.0, 1: 3.5})[0] == ["Port is 7433 by default."]
+
+
+def test_a_table_or_list_quoted_in_part_says_how_much_more_the_source_holds():
+    """Lists and tables come whole or with an honest "… and N more": one row of a settings table is the answer."""
+    table = passage("| Setting | Default |\n| --- | --- |\n| port | 7433 |\n| workers | 4 |\n| journal | /var/lib |")
+    _, text = compose(table, {0: 4.0})
+    assert text == "| Setting | Default |\n| --- | --- |\n| port | 7433 |\n\n… and 2 more in the source [1]"
+    items = passage("Options:\n\n- `--prune` removes deleted files\n- `--glob` picks files\n\n## Other\n\nText.")
+    _, text = compose(items, {2: 4.0}, rules=ALL - {"announced"})
+    assert text == "Options: [1]\n\n- `--glob` picks files\n\n… and 1 more in the source [1]"
+
+
+def test_the_whole_list_is_the_announced_one_not_the_next_list_on_the_page():
+    p = passage("Backends:\n\n- sqlite\n- postgres\n\n## Other things\n\n- red\n- blue")
+    units, _ = compose(p, {2: 4.0})
+    assert units == ["Backends:", "sqlite", "postgres"]

@@ -343,8 +343,9 @@ def validate_answer(
     opened with open_citation. Exact quotes must appear in an opened chunk (in any source when nothing was
     opened). An answer that says the docs are insufficient needs no citation, but must use the question's
     insufficiency phrase when it gave one. `question` lets the answer repeat the user's own terms. `check_support`:
-    whether each cited sentence and code block must be what its cited passage says — off for quote mode, whose units
-    are the passages' own words by construction (and whose spans, not its marks, say where each comes from).
+    whether the answer's terms must occur in the passages and each cited sentence and code block must be what its
+    cited passage says — off for quote mode, whose units are the passages' own words by construction (its spans, not
+    its marks, say where each comes from; its own "… and 19 more in the source" is no claim).
     """
     errors: list[str] = []
     stripped = text.strip()
@@ -403,7 +404,7 @@ def validate_answer(
     haystack = _Haystack(part for c in sources.values() for part in (c.text, c.title, c.chapter, c.filename))
     allowed = _Haystack([question]) if question else None
     unknown: list[str] = []
-    for term in extract_terms(unquoted):
+    for term in extract_terms(unquoted) if check_support else ():  # quote mode's units are the passages' words
         if haystack.contains(term) or (allowed is not None and allowed.contains(term)):
             continue
         if phrase and term.kind == "quote" and term.text.strip().lower() == phrase.lower():

@@ -1216,8 +1216,8 @@ class _DoctestCode(Directive):
     has_content = True
 
     def run(self) -> list[Any]:
-        if "hide" in self.options:
-            return []  # rendered pages don't show it
+        if "hide" in self.options or not "".join(self.content).strip():
+            return []  # rendered pages don't show it (or there is nothing to show)
         language = {"testcode": "python", "doctest": "pycon"}.get(self.name.lower(), "text")
         return [nodes.literal_block("", "\n".join(self.content), classes=["code", language])]
 

@@ -483,8 +483,10 @@ class Ingestor:
         ingest = self.settings.ingest
         doc.title = parsed.title
         source_url = parsed.source_url or _source_url(ingest.base_url, job.relative)
-        if source_url and not parsed.source_url and not parsed.anchors and parsed.outline:
-            # A file published at base_url: each chunk links to its section, by the slug rule of the site.
+        markdown = PurePosixPath(job.relative).suffix.lower() in {".md", ".mdx", ".markdown"}
+        if source_url and markdown and not parsed.source_url and not parsed.anchors and parsed.outline:
+            # A Markdown file published at base_url: each chunk links to its section, by the slug rule of the site
+            # (an HTML file's ids are its own: its generator's, not a slug rule's guess).
             parsed.anchors = outline_anchors(parsed.outline, style=ingest.slugs)
         chunks = iter_chunks(
             parsed,

@@ -192,16 +192,13 @@ def _what_it_needs(
     i = c.index
     text = text_of(passage, units[i])
     if "lead_in" in rules and units[i][2] in ("code", "row", "item") and i > 0:
-        first = i
-        while first > 0 and units[first - 1][2] == units[i][2] and units[i][2] in ("row", "item"):
-            first -= 1  # a row or an item belongs to its table or list: its lead-in stands above the first one
+        # a row or an item belongs to its table or list: its lead-in stands above the first one
+        extent = _extent(passage, i) if units[i][2] in ("row", "item") else range(i, i + 1)
+        first = extent.start
         if first > 0 and _leads_in(text_of(passage, units[first - 1])) and _adjacent(passage, first - 1, first):
             before.append(first - 1)
-            last = i
-            while last + 1 < len(units) and units[last + 1][2] == units[i][2] == "item":
-                last += 1
-            if lead and units[i][2] == "item" and "announced" in rules and last - first + 1 <= LIST_LIMIT:
-                after += [j for j in range(first, last + 1) if j != i]
+            if lead and units[i][2] == "item" and "announced" in rules and len(extent) <= LIST_LIMIT:
+                after += [j for j in extent if j != i]
     if "announced" in rules and _leads_in(text) and i + 1 < len(units) and _adjacent(passage, i, i + 1):
         kind = units[i + 1][2]
         if kind == "code":
@@ -272,8 +269,9 @@ def choose(
             continue  # a command two pages show alike is quoted from the better-ranked one only
         passage = passages[c.slot]
         before, after, dropped = _what_it_needs(c, passage, rules, lead=not answers)
-        if answers and not after and _leads_in(words(c.slot, c.index)):
-            continue  # a sentence that introduces what isn't quoted ("Run this:") would end the answer on a colon
+        introduces = [i for i in after if (c.slot, i) not in chosen and words(c.slot, i) not in shown]
+        if answers and not introduces and _leads_in(words(c.slot, c.index)):
+            continue  # a sentence whose block isn't quoted here ("Run this:") would end the answer on a colon
         group = answers
         chosen[c.key] = Chosen(c.slot, c.index, "answer", group)
         shown.add(words(c.slot, c.index))
@@ -302,6 +300,18 @@ def order(chosen: Sequence[Chosen], ranked: Sequence[Candidate]) -> list[Chosen]
             lead[c.slot] = min(lead.get(c.slot, c.group), c.group)
     start = {slot: min(c.index for c in chosen if c.slot == slot and c.group == g) for slot, g in lead.items()}
     return sorted(chosen, key=lambda c: (-first.get(c.slot, -1e9), c.slot, c.index < start.get(c.slot, 0), c.index))
+
+
+def _extent(passage: Passage, index: int) -> range:
+    """The units of the table a row belongs to, or of the list an item belongs to: the run of units of its kind
+    around it with nothing but white space (and list markers) between them."""
+    units, kind = passage.units, passage.units[index][2]
+    first = last = index
+    while first > 0 and units[first - 1][2] == kind and _adjacent(passage, first - 1, first):
+        first -= 1
+    while last + 1 < len(units) and units[last + 1][2] == kind and _adjacent(passage, last, last + 1):
+        last += 1
+    return range(first, last + 1)
 
 
 def _table_header(passage: Passage, row: tuple[int, int, str]) -> str:
@@ -353,18 +363,26 @@ def render(
     previous: Chosen | None = None
     structure: tuple[int, str, bool] | None = None  # (slot, kind, covered) of the list or table being quoted
     header_of: str = ""
+    shown: list[int] = []  # the units of that list or table quoted
+    counted = False  # whether "… and N more" was said for it already (what a sentence announces, cut at LIST_LIMIT)
 
     def close() -> None:
-        """End the sentence run (with its mark), or the list or table (with its mark unless a lead-in covers it)."""
-        nonlocal structure
+        """End the sentence run (with its mark), or the list or table: with its mark unless a lead-in covers it, and
+        "… and N more in the source [n]" when part of it is quoted (a list or table comes whole or says so)."""
+        nonlocal structure, counted
         if line:
             blocks.append(" ".join(line) + f" [{passages[previous.slot].n}]" if previous else " ".join(line))
             line.clear()
         if structure is not None:
             slot, kind, covered = structure
-            if not covered:
-                blocks[-1] += f" [{passages[slot].n}]" if kind == "item" else f"\n\n[{passages[slot].n}]"
-            structure = None
+            n = passages[slot].n
+            missing = len(set(_extent(passages[slot], shown[0])) - set(shown))
+            if missing and not counted:
+                blocks.append(f"… and {missing} more in the source [{n}]")
+            elif not covered:
+                blocks[-1] += f" [{n}]" if kind == "item" else f"\n\n[{n}]"
+            structure, counted = None, False
+            shown.clear()
 
     def introduced(c: Chosen) -> bool:
         """Whether the unit before `c` in the answer is a sentence of its passage that introduces it."""
@@ -401,6 +419,7 @@ def render(
                 close()
                 blocks.append(f"{header}\n{body}" if header else body)
                 structure, header_of = (c.slot, "row", covered), header
+            shown.append(c.index)
         else:  # a list item
             item = f"- {' '.join(body.split())}"
             if continues and structure is not None and structure[1] == "item":
@@ -410,9 +429,11 @@ def render(
                 close()
                 blocks.append(item)
                 structure = (c.slot, "item", covered)
+            shown.append(c.index)
         more = left_out.get((c.slot, c.index))
         previous = c
         if more:
+            counted = True
             close()
             blocks.append(f"… and {more} more in the source [{passage.n}]")
     close()
