@@ -117,10 +117,9 @@ bench: install
 	$(BIN)/python bench/bench_agent.py
 	# Follow-ups asked in a session beside their standalone forms (quote mode; fitted sets and pip judged).
 	$(BIN)/python bench/bench_followups.py
-	# Answer-first composition: the docs and rejection sets asked with the composition before it (bd7c8c2) beside this
-	# checkout's answers (fit_quote_decision's live runs above).
-	SETS="citewise_docs fixtures somnia_a starlette_docs starlette_short somnia_b pip_docs structlog_docs somnia_rejection pip_rejection structlog_rejection" bench/baselines.sh bd7c8c2
-	$(BIN)/python bench/bench_compose.py --before bench/data/quote_bd7c8c2/runs --after bench/data/quote/live
+	# Answer-first composition: the docs and rejection sets asked with the composition before it (bd7c8c2's compose.py,
+	# everything else this checkout's) beside this checkout's answers (fit_quote_decision's live runs above).
+	$(BIN)/python bench/bench_compose.py --compose-of bd7c8c2 --after bench/data/quote/live
 	$(BIN)/python bench/bench_load.py
 	$(BIN)/python bench/bench_startup.py
 	$(BIN)/python bench/bench_sources.py

@@ -1,13 +1,14 @@
 """How quote mode's answers read, before and after a change to their composition (issue 33: answer first).
 
-    .venv/bin/python bench/bench_compose.py --before bench/data/quote_bd7c8c2/runs [--after DIR] [--rerun]
+    .venv/bin/python bench/bench_compose.py --compose-of bd7c8c2 [--rerun]
 
 Composition changes which units an answer quotes, in what order and with which marks; it never changes whether a
-question is answered (the decision reads the reader's scores, not the text). So the same question sets are asked
-with this checkout (`--rerun`, or the runs already in `--after`) and compared with the runs of the commit before
-the change (made with bench/baselines.sh, which asks every set with an older commit's code). Per set: right
-answers, and the answers' shape — whether the answer opens with the unit the reader ranked best, citation marks
-per source, answers ending on a colon, length. Judged sets are only scored here, never read to tune.
+question is answered (the decision reads the reader's scores, not the text). So the question sets are asked twice
+with this checkout's reader, ranker and decision: once with the composition (`citewise/quote/compose.py`) of an
+earlier commit (`--compose-of`: this checkout's source with that one file taken from the commit, in a scratch
+folder), once as they are (`--rerun`, or the runs already in `--after`). Per set: right answers, whether the
+decision came out alike, and the answers' shape — whether the answer opens with the unit the reader ranked best,
+citation marks per source, answers ending on a colon, length. Judged sets are only scored here, never read to tune.
 
 Writes bench/results/compose.json; bench/report.py puts it in BENCHMARKS.md.
 """
@@ -15,8 +16,13 @@ Writes bench/results/compose.json; bench/report.py puts it in BENCHMARKS.md.
 from __future__ import annotations
 
 import argparse
+import os
 import re
+import shutil
 import statistics
+import subprocess
+import sys
+import tempfile
 from pathlib import Path
 
 import quote_data
@@ -69,14 +75,37 @@ def shape(rows: list[dict]) -> dict:
     }
 
 
+def ask_with_composition_of(commit: str, names: list[str]) -> Path:
+    """Every set asked with this checkout, its compose.py taken from `commit`; returns the runs' folder."""
+    runs = quote_data.DATA / f"compose_of_{commit}"
+    code = subprocess.run(
+        ["git", "show", f"{commit}:src/citewise/quote/compose.py"], cwd=ROOT, check=True, capture_output=True, text=True
+    ).stdout
+    with tempfile.TemporaryDirectory() as scratch:
+        src = Path(scratch) / "src"
+        shutil.copytree(ROOT / "src", src, ignore=shutil.ignore_patterns("__pycache__", "*.egg-info"))
+        (src / "citewise" / "quote" / "compose.py").write_text(code, encoding="utf-8")
+        script = "import sys; import quote_data; from pathlib import Path\n"
+        script += "for n in sys.argv[2:]: quote_data.run(n, runs=Path(sys.argv[1]))"
+        env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(src), str(ROOT / "bench")])}
+        subprocess.run([sys.executable, "-c", script, str(runs), *names], cwd=ROOT / "bench", env=env, check=True)
+    return runs
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--before", type=Path, required=True, help="runs of the commit before (bench/baselines.sh)")
-    parser.add_argument("--before-label", default=None, help="what the before runs are (default: the folder's name)")
+    parser.add_argument("--compose-of", help="ask the sets with this commit's composition first (the before runs)")
+    parser.add_argument("--before", type=Path, help="runs to compare with instead (default: those --compose-of makes)")
+    parser.add_argument("--before-label", default=None, help="what the before runs are")
     parser.add_argument("--after", type=Path, default=AFTER)
     parser.add_argument("--rerun", action="store_true", help="ask every set again with this checkout into --after")
     parser.add_argument("--set", nargs="+", default=SETS, choices=SETS)
     args = parser.parse_args()
+    if args.compose_of and args.before is None:
+        args.before = ask_with_composition_of(args.compose_of, args.set)
+        args.before_label = args.before_label or args.compose_of
+    if args.before is None:
+        parser.error("give --compose-of COMMIT or --before DIR")
     if args.rerun:
         for name in args.set:
             quote_data.run(name, runs=args.after)
@@ -104,8 +133,9 @@ def main() -> None:
             f"{b['marks_per_source_mean']} → {a['marks_per_source_mean']}; ends on ':' {b['ends_on_colon']:.0%} → "
             f"{a['ends_on_colon']:.0%}"
         )
-    label = args.before_label or args.before.parent.name.removeprefix("quote_")
-    path = write_result("compose", {"before": label, "sets": report})
+    label = args.before_label or args.compose_of or args.before.parent.name.removeprefix("quote_")
+    same_reader = bool(args.compose_of) and args.before.name == f"compose_of_{args.compose_of}"
+    path = write_result("compose", {"before": label, "same_reader": same_reader, "sets": report})
     print(f"wrote {path.relative_to(ROOT)}")
 
 

@@ -1264,12 +1264,19 @@ def compose_section(r: dict | None) -> list[str]:
         return [*head, *_missing("bench_compose.py")]
     lines = [
         *head,
-        f"The same question sets asked with the composition of {r['before']} (*before*: passages in search order, "
+        (
+            "The same question sets asked twice with this checkout's reader, ranker and decision: *before* with the "
+            f"composition (`citewise/quote/compose.py`) of {r['before']}"
+            if r.get("same_reader")
+            else f"The same question sets asked with the composition of {r['before']}"
+        )
+        + " (*before*: passages in search order, "
         "each in reading order, a mark after every block) and of this checkout (*after*: the unit the reader ranks "
         "best opens the answer with what it needs — its lead-in before its code block, the short list a sentence "
         "announces, a negating next sentence; what was chosen above it in its passage follows; one mark per source "
-        "and group, a lead-in's mark covering its block; a sentence ending on a colon is quoted only with what it "
-        "introduces). The rules live in `citewise.quote.compose`. Composition never changes whether a question is "
+        "and group, a lead-in's mark covering its block; a list or table quoted in part ends with “… and N more in "
+        "the source”; below the best, a sentence ending on a colon is quoted only with what it introduces). The "
+        "rules live in `citewise.quote.compose`. Composition never changes whether a question is "
         "answered (*same decisions*: the share answered-or-refused alike in both runs; below 100% only where the "
         "decision was refitted between them); it can change whether the expected strings are quoted. *Opens with "
         "best*: the reader's best unit is in the answer's first two blocks. Judged sets were scored once, after the "
