@@ -147,3 +147,12 @@ def test_the_whole_list_is_the_announced_one_not_the_next_list_on_the_page():
     p = passage("Backends:\n\n- sqlite\n- postgres\n\n## Other things\n\n- red\n- blue")
     units, _ = compose(p, {2: 4.0})
     assert units == ["Backends:", "sqlite", "postgres"]
+
+
+def test_two_tables_alike_in_one_passage_stay_two_tables():
+    p = passage(
+        "| Setting | Default |\n| --- | --- |\n| port | 7433 |\n\nFor the worker:\n\n"
+        "| Setting | Default |\n| --- | --- |\n| threads | 4 |"
+    )
+    _, text = compose(p, {0: 4.0, 2: 3.5})
+    assert text.count("| Setting | Default |") == 2, text

@@ -89,7 +89,7 @@ def test_a_folder_ingested_with_its_pages_url_links_each_chunk_to_its_section_th
     make_client, make_kb, server_settings, docs
 ):
     """`citewise ingest docs --base-url http://HOST/pages` (as `make demo` does): a citation opens the page at its
-    section, by the anchors /pages gives headings; `ingest.slugs = "mkdocs"` follows MkDocs' rule instead."""
+    section, by the anchors /pages gives headings; `ingest.slugs` is part of the fingerprint only with a base URL."""
     ingest = server_settings.ingest.model_copy(update={"base_url": "http://testserver/pages"})
     settings = _settings(server_settings, docs, ingest=ingest)
     kb = make_kb(settings)

@@ -412,7 +412,8 @@ def render(
             blocks.append(body if covered else f"{body}\n[{passage.n}]")
         elif unit[2] == "row":
             header = _table_header(passage, unit)
-            if continues and structure is not None and structure[1] == "row" and header == header_of:
+            same_table = continues and c.index in _extent(passage, previous.index)  # not a second one alike
+            if same_table and structure is not None and structure[1] == "row" and header == header_of:
                 blocks[-1] += f"\n{body}"
             else:
                 covered = introduced(c)
@@ -422,7 +423,12 @@ def render(
             shown.append(c.index)
         else:  # a list item
             item = f"- {' '.join(body.split())}"
-            if continues and structure is not None and structure[1] == "item":
+            if (
+                continues
+                and c.index in _extent(passage, previous.index)
+                and structure is not None
+                and structure[1] == "item"
+            ):
                 blocks[-1] += "\n" + item
             else:
                 covered = introduced(c)
