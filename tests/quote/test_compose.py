@@ -156,3 +156,9 @@ def test_two_tables_alike_in_one_passage_stay_two_tables():
     )
     _, text = compose(p, {0: 4.0, 2: 3.5})
     assert text.count("| Setting | Default |") == 2, text
+
+
+def test_a_sentence_announces_its_own_list_not_the_next_one_on_the_page():
+    p = passage("Backends:\n\n- sqlite\n- postgres\n\n## Other things\n\n- red\n- blue")
+    units, text = compose(p, {0: 4.0})
+    assert units == ["Backends:", "sqlite", "postgres"] and "more in the source" not in text

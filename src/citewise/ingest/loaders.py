@@ -48,6 +48,7 @@ from citewise.types import Block, BlockKind, ParsedDocument
 
 __all__ = ["SUPPORTED_SUFFIXES", "load_file", "parse_html", "parse_markdown", "parse_plain_text", "parse_rst"]
 
+MARKDOWN_SUFFIXES: frozenset[str] = frozenset({".md", ".markdown", ".mdx"})
 SUPPORTED_SUFFIXES: frozenset[str] = frozenset({".md", ".markdown", ".mdx", ".html", ".htm", ".pdf", ".rst", ".txt"})
 
 # Front matter keys, first match wins. Modification dates come before `date`: a chunk's date says how fresh it is.

@@ -34,7 +34,7 @@ from citewise.index.store import search_text
 from citewise.ingest.anchors import outline_anchors
 from citewise.ingest.chunking import digest, iter_chunks, make_chunks
 from citewise.ingest.globs import any_match, asks_for_template, is_theme_template, templates_note
-from citewise.ingest.loaders import SUPPORTED_SUFFIXES, load_file
+from citewise.ingest.loaders import MARKDOWN_SUFFIXES, SUPPORTED_SUFFIXES, load_file
 from citewise.types import (
     PUBLIC_OWNER,
     Chunk,
@@ -213,7 +213,7 @@ def _source_url(base_url: str | None, relative: str) -> str | None:
     if not base_url:
         return None
     rel = PurePosixPath(relative)
-    if rel.suffix.lower() in {".md", ".mdx", ".markdown", ".rst"}:
+    if rel.suffix.lower() in MARKDOWN_SUFFIXES | {".rst"}:
         rel = rel.with_suffix("")
     return base_url.rstrip("/") + "/" + str(rel)
 
@@ -483,7 +483,7 @@ class Ingestor:
         ingest = self.settings.ingest
         doc.title = parsed.title
         source_url = parsed.source_url or _source_url(ingest.base_url, job.relative)
-        markdown = PurePosixPath(job.relative).suffix.lower() in {".md", ".mdx", ".markdown"}
+        markdown = PurePosixPath(job.relative).suffix.lower() in MARKDOWN_SUFFIXES
         if source_url and markdown and not parsed.source_url and not parsed.anchors and parsed.outline:
             # A Markdown file published at base_url: each chunk links to its section, by the slug rule of the site
             # (an HTML file's ids are its own: its generator's, not a slug rule's guess).

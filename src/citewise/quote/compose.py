@@ -204,11 +204,9 @@ def _what_it_needs(
         if kind == "code":
             after.append(i + 1)
         elif kind in ("item", "row"):
-            j = i + 1
-            while j < len(units) and units[j][2] == kind:
-                j += 1
-            after += list(range(i + 1, min(j, i + 1 + LIST_LIMIT)))
-            left_out = max(0, j - (i + 1) - LIST_LIMIT)
+            announced = _extent(passage, i + 1)  # the list or table, not the next one on the page
+            after += list(announced[:LIST_LIMIT])
+            left_out = max(0, len(announced) - LIST_LIMIT)
         else:
             after.append(i + 1)
     if (
@@ -402,6 +400,9 @@ def render(
             and previous.index < c.index
             and unit[2] == passage.units[previous.index][2]
         )
+        # a row or an item continues the table or list quoted just before it only inside its extent: two tables
+        # alike in one passage stay two
+        same_run = continues and unit[2] in ("row", "item") and c.index in _extent(passage, previous.index)
         if unit[2] == "sentence":
             if not (continues and _same_paragraph(passage, previous.index, c.index)):
                 close()
@@ -412,8 +413,7 @@ def render(
             blocks.append(body if covered else f"{body}\n[{passage.n}]")
         elif unit[2] == "row":
             header = _table_header(passage, unit)
-            same_table = continues and c.index in _extent(passage, previous.index)  # not a second one alike
-            if same_table and structure is not None and structure[1] == "row" and header == header_of:
+            if same_run and structure is not None and structure[1] == "row" and header == header_of:
                 blocks[-1] += f"\n{body}"
             else:
                 covered = introduced(c)
@@ -423,12 +423,7 @@ def render(
             shown.append(c.index)
         else:  # a list item
             item = f"- {' '.join(body.split())}"
-            if (
-                continues
-                and c.index in _extent(passage, previous.index)
-                and structure is not None
-                and structure[1] == "item"
-            ):
+            if same_run and structure is not None and structure[1] == "item":
                 blocks[-1] += "\n" + item
             else:
                 covered = introduced(c)

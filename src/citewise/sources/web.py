@@ -37,7 +37,7 @@ from citewise.errors import IngestError, SourceError
 from citewise.index.registry import now_iso
 from citewise.ingest.anchors import heading_ids, outline_anchors
 from citewise.ingest.globs import any_match
-from citewise.ingest.loaders import decode_html, load_bytes, parse_html, parse_plain_text
+from citewise.ingest.loaders import MARKDOWN_SUFFIXES, decode_html, load_bytes, parse_html, parse_plain_text
 from citewise.settings import SourceSpec, SyncSettings
 from citewise.sources.fetch import Fetcher, Refused, TooLarge, check_scheme
 from citewise.sources.state import SourceDocument
@@ -467,7 +467,7 @@ def _kind(content_type: str, url: str) -> str | None:
     suffix = PurePosixPath(urlsplit(url).path).suffix.lower()
     if main in _HTML_TYPES:
         return "html"
-    if main in _MARKDOWN_TYPES or (main == "text/plain" and suffix in (".md", ".markdown", ".mdx")):
+    if main in _MARKDOWN_TYPES or (main == "text/plain" and suffix in MARKDOWN_SUFFIXES):
         return "markdown"
     if main == "text/plain":
         return "text"

@@ -27,11 +27,12 @@ from markdown_it import MarkdownIt
 from markdown_it.token import Token
 
 from citewise.ingest.anchors import page_heading_ids, strip_custom_id
+from citewise.ingest.loaders import MARKDOWN_SUFFIXES
 from citewise.server.deps import CallerDep, StateDep
 
 router = APIRouter(include_in_schema=False)
 
-MARKDOWN = (".md", ".markdown", ".mdx")
+MARKDOWN = tuple(sorted(MARKDOWN_SUFFIXES))
 LINKED_WITHOUT_SUFFIX = (*MARKDOWN, ".rst")  # what `--base-url` drops from a file's URL (ingest/pipeline.py)
 INDEX_NAMES = ("index.md", "README.md", "index.mdx", "index.markdown", "readme.md")
 RAW_TYPES = {
