@@ -49,6 +49,7 @@ from citewise.quote.reader import (  # noqa: E402
     Encoder,
     Window,
     batch_arrays,
+    run,
 )
 from reader import dev  # noqa: E402
 
@@ -206,9 +207,10 @@ def torch_scorer(model, encoder: Encoder, framing: str = "passage"):
     return score
 
 
-def export(model, encoder: Encoder, target: Path, *, embeddings: bool = True) -> Path:
-    """fp32 ONNX, then int8 (dynamic, per channel, 7-bit weights as the embedder's export does). `embeddings`: the
-    word embedding table too (its lookups, `Gather`): 30,522 × 384 floats are most of the file."""
+def export(model, encoder: Encoder, target: Path, *, embeddings: bool = True) -> tuple[Path, dict]:
+    """fp32 ONNX, then int8 (dynamic, per channel, 7-bit weights as the embedder's export does), then simplified
+    (`simplify_shipped`). `embeddings`: the word embedding table too (its lookups, `Gather`): 30,522 × 384 floats are
+    most of the file. Returns the fp32 file and what the simplification did."""
     import torch
 
     from citewise.index.export import quantize
@@ -242,7 +244,44 @@ def export(model, encoder: Encoder, target: Path, *, embeddings: bool = True) ->
         )
     out = target / MODEL_FILE
     quantize(fp32, out, "matmul+gather" if embeddings else "matmul")  # the embedder's quantizer, the same settings
-    return fp32
+    return fp32, simplify_shipped(out, encoder)
+
+
+def simplify_shipped(path: Path, encoder: Encoder) -> dict:
+    """`citewise.index.export.simplify` on the int8 reader, checked: the same scores to the bit on windows of every
+    length read alone and in a padded batch, or the file is left as it was. What it returns goes in the manifest."""
+    import onnxruntime as ort
+
+    from citewise.index.export import simplify
+    from citewise.onnx_sessions import session_options
+
+    before = sha256(path)
+    backup = path.with_name(path.name + ".unsimplified")
+    shutil.copyfile(path, backup)
+    dropped = simplify(path)
+    rng = np.random.default_rng(0)
+    windows = []
+    for length in (12, 64, 200, encoder.max_tokens):
+        ids = [encoder.cls, *rng.integers(1000, 20000, length - 2).tolist(), encoder.sep]
+        cut = length // 3
+        windows.append(Window(tuple(ids), tuple([0] * cut + [1] * (length - cut)), ((0, cut, length - 1),)))
+    sessions = [
+        ort.InferenceSession(str(p), session_options(ort, threads=2), providers=["CPUExecutionProvider"])
+        for p in (backup, path)
+    ]
+    for batch in [[w] for w in windows] + [windows]:
+        old, new = (run(s, batch, encoder.pad) for s in sessions)
+        if not all(np.array_equal(a, b) for a, b in zip(old, new, strict=True)):
+            shutil.copyfile(backup, path)
+            backup.unlink()
+            return {"simplified": "no: the simplified graph's scores differed, the quantized file ships as it is"}
+    backup.unlink()
+    return {
+        "simplified": "after quantization, citewise.index.export.simplify rewrote the graph: the NaN guard after "
+        f"each softmax and the attention mask recomputed in every layer went (nodes removed: {dropped}); scores "
+        "are equal to the bit on windows of 12 to 320 tokens, alone and batched",
+        "unsimplified_sha256": before,
+    }
 
 
 def write_golden(out: Path) -> None:
@@ -258,6 +297,24 @@ def write_golden(out: Path) -> None:
         cases.append({"question": question, "scores": [round(s, 2) for s in scores], "best": best})
     golden = {"heading": GOLDEN_HEADING, "passage": GOLDEN_PASSAGE, "cases": cases}
     (out / "golden.json").write_text(json.dumps(golden, indent=2) + "\n", encoding="utf-8")
+
+
+def simplify_only(out: Path) -> None:
+    """The export's last step on a model exported before it existed; the manifest says so."""
+    manifest = json.loads((out / MANIFEST_FILE).read_text(encoding="utf-8"))
+    if "unsimplified_sha256" in manifest:
+        raise SystemExit(f"{out / MODEL_FILE} is simplified already")
+    if sha256(out / MODEL_FILE) != manifest["onnx_sha256"]:
+        raise SystemExit(f"{out / MODEL_FILE} does not match its manifest")
+    simplified = simplify_shipped(out / MODEL_FILE, Encoder(out / TOKENIZER_FILE, manifest["max_tokens"]))
+    if "unsimplified_sha256" not in simplified:
+        raise SystemExit(simplified["simplified"])
+    manifest.update(simplified)
+    manifest["command"] += " ; python -m reader.train --simplify-only (the simplification, added later)"
+    manifest["onnx_sha256"] = sha256(out / MODEL_FILE)
+    manifest["onnx_bytes"] = (out / MODEL_FILE).stat().st_size
+    (out / MANIFEST_FILE).write_text(json.dumps(manifest, indent=2) + "\n", encoding="utf-8")
+    print(json.dumps(simplified, indent=2))
 
 
 def sha256(path: Path) -> str:
@@ -281,7 +338,13 @@ def main() -> None:
     parser.add_argument("--name", default="reader", help="name of this run's files under reader/work/")
     parser.add_argument("--float-embeddings", action="store_true", help="keep the word embeddings fp32 in the ONNX")
     parser.add_argument("--from-checkpoint", type=Path, help="skip training: export this state dict (a probe's)")
+    parser.add_argument(
+        "--simplify-only", action="store_true", help="only simplify the model in --out (one exported before that step)"
+    )
     args = parser.parse_args()
+    if args.simplify_only:
+        simplify_only(args.out)
+        return
 
     import torch
 
@@ -359,7 +422,7 @@ def main() -> None:
         return
 
     out = args.out
-    fp32 = export(model, encoder, out, embeddings=not args.float_embeddings)
+    fp32, simplified = export(model, encoder, out, embeddings=not args.float_embeddings)
     shutil.copyfile(base / "tokenizer.json", out / TOKENIZER_FILE)
     from citewise.quote.reader import Reader
 
@@ -404,6 +467,7 @@ def main() -> None:
         "learning_curve": curve,
         "dev_fp32": dev.evaluate(torch_scorer(model, encoder), dev_rows),
         "onnx_sha256": sha256(out / MODEL_FILE),
+        **simplified,
         "tokenizer_sha256": sha256(out / TOKENIZER_FILE),
     }
     (out / MANIFEST_FILE).write_text(json.dumps(manifest, indent=2) + "\n", encoding="utf-8")

@@ -73,6 +73,7 @@ class ShippedModel:
     backend: str
     pipeline: Pipeline
     sha256: str
+    vectors_of: str  # the sha256 of the file whose vectors these are (a simplified graph gives the same, to the bit)
 
     @classmethod
     def load(cls, folder: Path = SHIPPED_DIR) -> ShippedModel:
@@ -84,6 +85,7 @@ class ShippedModel:
                 backend=manifest["backend"],
                 pipeline=Pipeline(**manifest["pipeline"]),
                 sha256=manifest["onnx_sha256"],
+                vectors_of=manifest.get("vectors_of_sha256", manifest["onnx_sha256"]),
             )
         except (OSError, ValueError, KeyError, TypeError) as exc:
             raise ConfigError(
@@ -198,10 +200,11 @@ class OnnxEmbedder:
         """What, besides a chunk's text, decides its vector, when it is not what earlier versions stored: the shipped
         file's hash, or the int8 recipe of an export. "" (fp32, which torch matches) keeps the vectors of indexes
         built before keys existed reusable. An ingest reuses a stored vector only under the same key
-        (`KnowledgeBase.vectors_key`), so another build of the model re-embeds instead of mixing vectors."""
+        (`KnowledgeBase.vectors_key`), so another build of the model re-embeds instead of mixing vectors. A shipped
+        file rewritten without changing an output bit (`export.simplify`) keeps the key of the file before it."""
         shipped = self._shipped()
         if shipped is not None:
-            return f"shipped:{shipped.sha256[:16]}"
+            return f"shipped:{shipped.vectors_of[:16]}"
         return f"int8:{INT8}" if self._quantize else ""
 
     def _shipped(self) -> ShippedModel | None:
