@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from citewise.errors import ConfigError, IndexMismatchError
+from citewise.index.embeddings import SHIPPED_DIR
 from citewise.index.retriever import Retriever
 from citewise.ingest.pipeline import Ingestor, remove_document
 from citewise.settings import Settings
@@ -122,6 +123,9 @@ def test_another_build_of_the_model_re_embeds_instead_of_mixing_vectors(settings
     assert old.chunks_embedded == old.chunks_total > 1
 
     assert embedder.vectors_key.startswith("shipped:")
+    # the shipped file was rewritten with the same outputs to the bit: its vectors keep the key of the file before
+    manifest = json.loads((SHIPPED_DIR / "manifest.json").read_text())
+    assert embedder.vectors_key == f"shipped:{manifest.get('vectors_of_sha256', manifest['onnx_sha256'])[:16]}"
     new = Ingestor(KnowledgeBase(settings, embedder=embedder)).ingest_paths([docs])
     assert (new.indexed, new.unchanged) == (1, 0)
     assert new.chunks_embedded == new.chunks_total == old.chunks_total and new.chunks_reused == 0
