@@ -114,6 +114,13 @@ def test_usage_errors_exit_2_with_a_message(tmp_path):
     assert empty.exit_code == 2 and "empty" in empty.stderr
     unknown = runner.invoke(app, ["docs", "remove", "nope", "--home", home])
     assert unknown.exit_code == 2 and "No document" in unknown.stderr
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    (docs / "a.md").write_text("# A\n\nText.\n")
+    fresh = tmp_path / "fresh"
+    slugs = runner.invoke(app, ["ingest", str(docs), "--slugs", "mkdocs", "--home", str(fresh)])  # of no site
+    assert slugs.exit_code == 2 and "--base-url" in slugs.stderr
+    assert not fresh.exists()  # nothing was written
 
 
 def test_reading_commands_on_a_home_with_nothing_ingested_say_so_and_create_nothing(tmp_path):

@@ -246,6 +246,11 @@ def ingest(
             raise CitewiseError(f"--slugs must be github or mkdocs, not {slugs!r}.")
         linked = {"base_url": base_url} if base_url else {}
         settings = _settings(home, ingest={**linked, **({"slugs": slugs} if slugs else {})} or None)
+        if slugs and not settings.ingest.base_url:  # anchors are made only for links to a published site
+            raise CitewiseError(
+                "--slugs names the anchors of a published site's headings: give the site with --base-url (or set "
+                "ingest.base_url)."
+            )
         kb = KnowledgeBase(settings)
         with _progress(not as_json) as progress:
             ingestor = Ingestor(
