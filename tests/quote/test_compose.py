@@ -162,3 +162,15 @@ def test_a_sentence_announces_its_own_list_not_the_next_one_on_the_page():
     p = passage("Backends:\n\n- sqlite\n- postgres\n\n## Other things\n\n- red\n- blue")
     units, text = compose(p, {0: 4.0})
     assert units == ["Backends:", "sqlite", "postgres"] and "more in the source" not in text
+
+
+def test_a_table_row_brings_the_sentence_that_introduces_its_table():
+    """The table's header lines stand between its lead-in and its first row; they don't part the two."""
+    p = passage("Orbitron reads these settings:\n\n| Setting | Default |\n| --- | --- |\n| port | 7433 |\n| workers | 4 |")
+    units, text = compose(p, {1: 4.0, 2: 3.0})
+    assert units == ["Orbitron reads these settings:", "| port | 7433 |", "| workers | 4 |"]
+    assert text == (
+        "Orbitron reads these settings: [1]\n\n| Setting | Default |\n| --- | --- |\n| port | 7433 |\n| workers | 4 |"
+    )
+    units, _ = compose(p, {0: 4.0})  # and the sentence brings the table it announces
+    assert units == ["Orbitron reads these settings:", "| port | 7433 |", "| workers | 4 |"]

@@ -40,6 +40,7 @@ _QUALIFIER_RE = re.compile(
     re.I,
 )
 _ITEM_MARKER_RE = re.compile(r"(?m)^\s*(?:[-*+•]|\d+[.)])\s+")
+_TABLE_LINE_RE = re.compile(r"(?m)^[ \t]*\|.*$")  # a pipe table's line (its header and separator: not units)
 _NEGATION_RE = re.compile(r"\b(?:not|never|no longer|cannot|unsupported|n't)\b|n't\b", re.I)
 
 
@@ -167,9 +168,12 @@ def _leads_in(text: str) -> bool:
 
 def _adjacent(passage: Passage, a: int, b: int) -> bool:
     """Whether units a < b of one passage follow each other with nothing but white space between them (a blank line
-    may: a lead-in stands its own paragraph above its list; a heading or a table's header may not)."""
+    may: a lead-in stands its own paragraph above its list; a heading may not). A table's header lines may stand
+    between a unit and the table's first row, not between two rows: those are two tables."""
     units = passage.units
     between = passage.chunk.text[units[a][1] : units[b][0]]
+    if units[b][2] == "row" and units[a][2] != "row":
+        between = _TABLE_LINE_RE.sub("", between)
     return not _ITEM_MARKER_RE.sub("", between).strip()
 
 
