@@ -166,7 +166,8 @@ def test_a_sentence_announces_its_own_list_not_the_next_one_on_the_page():
 
 def test_a_table_row_brings_the_sentence_that_introduces_its_table():
     """The table's header lines stand between its lead-in and its first row; they don't part the two."""
-    p = passage("Orbitron reads these settings:\n\n| Setting | Default |\n| --- | --- |\n| port | 7433 |\n| workers | 4 |")
+    table = "| Setting | Default |\n| --- | --- |\n| port | 7433 |\n| workers | 4 |"
+    p = passage(f"Orbitron reads these settings:\n\n{table}")
     units, text = compose(p, {1: 4.0, 2: 3.0})
     assert units == ["Orbitron reads these settings:", "| port | 7433 |", "| workers | 4 |"]
     assert text == (
@@ -174,3 +175,13 @@ def test_a_table_row_brings_the_sentence_that_introduces_its_table():
     )
     units, _ = compose(p, {0: 4.0})  # and the sentence brings the table it announces
     assert units == ["Orbitron reads these settings:", "| port | 7433 |", "| workers | 4 |"]
+
+
+def test_an_item_counted_in_and_n_more_is_not_quoted_after_it():
+    """A list cut at LIST_LIMIT says "… and 2 more"; one of those two, ranked well on its own, is not quoted after
+    that line as if it were something else."""
+    items = "\n".join(f"- backend number {i}" for i in range(LIST_LIMIT + 2))
+    p = passage(f"Orbitron stores journals in several backends:\n\n{items}")
+    units, text = compose(p, {0: 3.0, LIST_LIMIT + 2: 2.5})
+    assert f"- backend number {LIST_LIMIT + 1}" not in text and "backend number 9" not in units
+    assert text.endswith("… and 2 more in the source [1]")

@@ -259,6 +259,7 @@ def choose(
     chosen: dict[tuple[int, int], Chosen] = {}
     left_out: dict[tuple[int, int], int] = {}
     shown: set[str] = set()  # the text of every unit chosen, so the same words are never quoted twice
+    counted: set[tuple[int, int]] = set()  # units of a list or table quoted in part: its "… and N more" counts them
     answers = 0
 
     def words(slot: int, index: int) -> str:
@@ -267,7 +268,7 @@ def choose(
     for c in ranked:
         if answers >= max_units or (answers and (c.score < best - relative_cut or c.score < min_score)):
             break
-        if c.key in chosen or c.key in skip or words(c.slot, c.index) in shown:
+        if c.key in chosen or c.key in skip or c.key in counted or words(c.slot, c.index) in shown:
             continue  # a command two pages show alike is quoted from the better-ranked one only
         passage = passages[c.slot]
         before, after, dropped = _what_it_needs(c, passage, rules, lead=not answers)
@@ -284,6 +285,7 @@ def choose(
                 shown.add(words(c.slot, i))
         if dropped and after:
             left_out[(c.slot, after[-1])] = dropped
+            counted.update((c.slot, i) for i in _extent(passage, after[-1]) if (c.slot, i) not in chosen)
     return [v for k, v in chosen.items() if k not in skip], left_out
 
 
