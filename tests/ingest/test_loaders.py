@@ -474,6 +474,19 @@ def test_myst_roles_read_as_sphinx_renders_them_and_code_spans_are_left_alone():
     ]
 
 
+def test_rst_cross_references_read_as_sphinx_shows_them():
+    """Single backticks are the default role, which Sphinx projects make a cross-reference: `Title <target>` shows
+    its title, not the target in angle brackets; a `~` shortens a dotted name to its last part."""
+    text = (
+        "Fields\n======\n\nUse `Schema.validate <marshmallow.Schema.validate>` or :meth:`dump <Schema.dump>`. "
+        "Subclass `~marshmallow.fields.Field` or :class:`~marshmallow.fields.String`; `plain` stays code.\n"
+    )
+    doc = parse_rst(text, source="s", filename="fields.rst")
+    assert [b.text for b in doc.blocks] == [
+        "Use Schema.validate or dump. Subclass `Field` or `String`; `plain` stays code."
+    ]
+
+
 def test_rst_docinfo_gives_date_and_metadata():
     text = "=====\nTitle\n=====\n\n:Author: Mira Kovalenko\n:Date: 2024-02-03\n:Audience: operators\n\nBody text.\n"
     doc = parse_rst(text, source="s", filename="t.rst")

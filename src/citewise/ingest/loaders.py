@@ -300,10 +300,13 @@ def _myst_roles(text: str) -> str:
 def _myst_role(name: str, content: str) -> str:
     role = name.rsplit(":", 1)[-1]
     labelled = re.fullmatch(r"(.+?)\s*<[^<>]+>", content)
-    if labelled and (role in _MYST_XREF or ":" in name):  # {ref}`Hash-checking mode <hash-mode>`: the words shown
+    xref = role in _MYST_XREF or ":" in name
+    if labelled and xref:  # {ref}`Hash-checking mode <hash-mode>`: the words shown
         return labelled.group(1)
     if role in _MYST_NAMED:
         return f"{_MYST_NAMED[role]} {content}"
+    if xref and re.fullmatch(r"[~!][\w.]+(?:\(\))?", content):  # :class:`~pkg.fields.Field` shows `Field`
+        content = content[1:].rsplit(".", 1)[-1] if content[0] == "~" else content[1:]
     return f"`{content}`"
 
 
@@ -1527,6 +1530,10 @@ def _rst_inline(node: Any) -> str:
             parts.append(f"**{_rst_inline(child)}**")
         elif isinstance(child, nodes.emphasis):
             parts.append(f"*{_rst_inline(child)}*")
+        elif isinstance(child, nodes.title_reference):
+            # `text` in single backticks: the default role, which Sphinx projects set to a cross-reference
+            # (default_role = "py:obj" and the like). `Schema.validate <marshmallow.Schema.validate>` shows its text.
+            parts.append(_myst_role("any", child.astext()))
         elif isinstance(child, nodes.problematic):
             # An unknown (usually Sphinx) role such as :func:`orbitron.enqueue`: its target is code-like, and a
             # cross-reference's shown text is its text (:doc:`the sync guide <sync>`), as MyST's roles read.
