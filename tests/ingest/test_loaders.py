@@ -545,6 +545,9 @@ def test_unsupported_suffix_is_rejected_before_reading(tmp_path):
         ("only-markup.md", "---\ntitle: Nothing here\n---\n\n# Heading only\n\n---\n", "no extractable text"),
         ("chrome.html", "<html><body><nav>Home</nav><footer>(c) 2024</footer></body></html>", "no extractable text"),
         ("bad-yaml.md", "---\ntitle: [unclosed\n---\nBody.", "invalid front matter"),
+        # a Sphinx docs folder's authors.rst: the page is another file, which ingest never reads from a page
+        ("authors.rst", ".. include:: ../AUTHORS.rst\n", "includes other files, which ingest never reads"),
+        ("changes.md", "```{include} ../CHANGES.md\n```\n", "ingest those files themselves"),
     ],
 )
 def test_files_without_usable_content_raise_ingest_error(tmp_path, name, content, reason):

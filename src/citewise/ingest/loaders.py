@@ -110,8 +110,15 @@ def load_bytes(data: bytes, *, name: str, source: str) -> ParsedDocument:
         raise IngestError(f"{name}: could not parse {suffix[1:].upper()}: {type(exc).__name__}: {exc}") from exc
     if not doc.blocks:
         hint = " (a scanned PDF without a text layer?)" if suffix == ".pdf" else ""
+        if suffix != ".pdf" and _INCLUDE.search(_decode(data, name)):
+            hint = " (it includes other files, which ingest never reads from a page: ingest those files themselves)"
         raise IngestError(f"{name}: no extractable text{hint}")
     return doc
+
+
+# `.. include:: ../AUTHORS.rst` (reStructuredText), ```{include} ../README.md (MyST): a page made only of these has no
+# text of its own (Sphinx docs folders hold several: authors, changelog, licence).
+_INCLUDE = re.compile(r"(?m)^\s*(?:\.\.\s+(?:literal)?include::|[`:]{3,}\s*\{(?:literal)?include\})")
 
 
 # -- decoding ----------------------------------------------------------------------------------------------------
