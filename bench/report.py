@@ -599,8 +599,8 @@ def quote_section(r: dict | None) -> list[str]:
         "them in one padded batch before 2026-12-07: a passage's int8 scores moved with the passages read beside it, "
         "and the padding doubled the reader's time); the ranker and the decision were refitted for it. Since "
         "2026-12-08 its ONNX graph is rewritten without the NaN guard and per-layer mask of torch's attention export "
-        "(scores equal to the bit, so the same answers): a window reads about 27% faster, and warm p50 on the judged "
-        "docs sets went from 159-255 ms to 116-156 ms.",
+        "(scores equal to the bit, so the same answers): a window reads about 27% faster; warm p50 on the judged "
+        "docs sets was 159-255 ms before it (the table has this run's).",
         "",
         "| Set | Distribution | Role | Questions (ans. + unans.) | Right | Refused (answerable) | "
         "Unanswerable refused | Refusal F1 | Top-1 | ms p50 / p95 |",
