@@ -479,11 +479,12 @@ def test_rst_cross_references_read_as_sphinx_shows_them():
     its title, not the target in angle brackets; a `~` shortens a dotted name to its last part."""
     text = (
         "Fields\n======\n\nUse `Schema.validate <marshmallow.Schema.validate>` or :meth:`dump <Schema.dump>`. "
-        "Subclass `~marshmallow.fields.Field` or :class:`~marshmallow.fields.String`; `plain` stays code.\n"
+        "Subclass `~marshmallow.fields.Field` or :class:`~marshmallow.fields.String`; `plain` is code, "
+        "`The Art of Serialization` a title.\n"
     )
     doc = parse_rst(text, source="s", filename="fields.rst")
     assert [b.text for b in doc.blocks] == [
-        "Use Schema.validate or dump. Subclass `Field` or `String`; `plain` stays code."
+        "Use Schema.validate or dump. Subclass `Field` or `String`; `plain` is code, The Art of Serialization a title."
     ]
 
 

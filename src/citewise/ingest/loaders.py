@@ -110,7 +110,7 @@ def load_bytes(data: bytes, *, name: str, source: str) -> ParsedDocument:
         raise IngestError(f"{name}: could not parse {suffix[1:].upper()}: {type(exc).__name__}: {exc}") from exc
     if not doc.blocks:
         hint = " (a scanned PDF without a text layer?)" if suffix == ".pdf" else ""
-        if suffix != ".pdf" and _INCLUDE.search(_decode(data, name)):
+        if suffix in (".rst", ".md", ".markdown", ".mdx") and _INCLUDE.search(_decode(data, name)):
             hint = " (it includes other files, which ingest never reads from a page: ingest those files themselves)"
         raise IngestError(f"{name}: no extractable text{hint}")
     return doc
@@ -1539,8 +1539,11 @@ def _rst_inline(node: Any) -> str:
             parts.append(f"*{_rst_inline(child)}*")
         elif isinstance(child, nodes.title_reference):
             # `text` in single backticks: the default role, which Sphinx projects set to a cross-reference
-            # (default_role = "py:obj" and the like). `Schema.validate <marshmallow.Schema.validate>` shows its text.
-            parts.append(_myst_role("any", child.astext()))
+            # (default_role = "py:obj" and the like). `Schema.validate <marshmallow.Schema.validate>` shows its text,
+            # a name reads as code; anything else (plain docutils' book title) as the words it is.
+            content = child.astext()
+            named = re.fullmatch(r"(?:.+?\s*<[^<>]+>|[~!]?[\w.]+(?:\(\))?)", content, re.DOTALL)
+            parts.append(_myst_role("any", content) if named else content)
         elif isinstance(child, nodes.problematic):
             # An unknown (usually Sphinx) role such as :func:`orbitron.enqueue`: its target is code-like, and a
             # cross-reference's shown text is its text (:doc:`the sync guide <sync>`), as MyST's roles read.
