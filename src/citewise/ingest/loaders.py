@@ -49,7 +49,7 @@ from citewise.types import Block, BlockKind, ParsedDocument
 __all__ = ["SUPPORTED_SUFFIXES", "load_file", "parse_html", "parse_markdown", "parse_plain_text", "parse_rst"]
 
 MARKDOWN_SUFFIXES: frozenset[str] = frozenset({".md", ".markdown", ".mdx"})
-SUPPORTED_SUFFIXES: frozenset[str] = frozenset({".md", ".markdown", ".mdx", ".html", ".htm", ".pdf", ".rst", ".txt"})
+SUPPORTED_SUFFIXES: frozenset[str] = MARKDOWN_SUFFIXES | {".html", ".htm", ".pdf", ".rst", ".txt"}
 
 # Front matter keys, first match wins. Modification dates come before `date`: a chunk's date says how fresh it is.
 _URL_KEYS = ("source_url", "url", "canonical_url", "canonical", "permalink", "link")
@@ -110,7 +110,7 @@ def load_bytes(data: bytes, *, name: str, source: str) -> ParsedDocument:
         raise IngestError(f"{name}: could not parse {suffix[1:].upper()}: {type(exc).__name__}: {exc}") from exc
     if not doc.blocks:
         hint = " (a scanned PDF without a text layer?)" if suffix == ".pdf" else ""
-        if suffix in (".rst", ".md", ".markdown", ".mdx") and _INCLUDE.search(_decode(data, name)):
+        if (suffix == ".rst" or suffix in MARKDOWN_SUFFIXES) and _INCLUDE.search(_decode(data, name)):
             hint = " (it includes other files, which ingest never reads from a page: ingest those files themselves)"
         raise IngestError(f"{name}: no extractable text{hint}")
     return doc
