@@ -876,9 +876,10 @@ class Settings(BaseSettings):
             **({"slugs": self.ingest.slugs} if self.ingest.base_url else {}),  # anchors exist only with a base URL
             # bump when chunking, what the loaders keep of a file (3: no image addresses; 4: nor those of a picture
             # whose alt text holds a code span; 5: admonitions as labelled notes, no site-generator markup; 6: Sphinx
-            # doctest blocks as code; 7: RST's default role read as a cross-reference, `Title <target>` as Title) or
-            # what the full-text index sees (store.search_text) changes
-            "chunker": 7,
+            # doctest blocks as code; 7: RST's default role read as a cross-reference, `Title <target>` as Title; 8:
+            # a cross-reference's words wrapped onto the next line too) or what the full-text index sees
+            # (store.search_text) changes
+            "chunker": 8,
             # Sentence vectors beside each chunk's (store.dense_scores): an index built before them, or with them
             # turned off, is re-processed by its next ingest (see `KnowledgeBase.pools_sentences`).
             "vectors": 2 if self.ingest.sentence_vectors else 1,

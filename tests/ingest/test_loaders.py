@@ -486,6 +486,10 @@ def test_rst_cross_references_read_as_sphinx_shows_them():
     assert [b.text for b in doc.blocks] == [
         "Use Schema.validate or dump. Subclass `Field` or `String`; `plain` is code, The Art of Serialization a title."
     ]
+    wrapped = "Guide\n=====\n\nRead `Dependency\nresolution <topics/deps>` and :ref:`the quick\nstart <qs>`.\n"
+    assert [b.text for b in parse_rst(wrapped, source="s", filename="g.rst").blocks] == [
+        "Read Dependency resolution and the quick start."
+    ]
 
 
 def test_rst_docinfo_gives_date_and_metadata():

@@ -304,15 +304,21 @@ def _myst_roles(text: str) -> str:
     return "".join(out)
 
 
+# A cross-reference's content: `shown words <target>` (the words may wrap onto the next line), or a name, which a
+# `~` shortens to its last part and a `!` leaves unlinked.
+_LABELLED = re.compile(r"(.+?)\s*<[^<>]+>", re.DOTALL)
+_NAME = re.compile(r"[~!]?[\w.]+(?:\(\))?")
+
+
 def _myst_role(name: str, content: str) -> str:
     role = name.rsplit(":", 1)[-1]
-    labelled = re.fullmatch(r"(.+?)\s*<[^<>]+>", content)
+    labelled = _LABELLED.fullmatch(content)
     xref = role in _MYST_XREF or ":" in name
     if labelled and xref:  # {ref}`Hash-checking mode <hash-mode>`: the words shown
-        return labelled.group(1)
+        return " ".join(labelled.group(1).split())
     if role in _MYST_NAMED:
         return f"{_MYST_NAMED[role]} {content}"
-    if xref and re.fullmatch(r"[~!][\w.]+(?:\(\))?", content):  # :class:`~pkg.fields.Field` shows `Field`
+    if xref and content[:1] in ("~", "!") and _NAME.fullmatch(content):  # :class:`~pkg.fields.Field` shows `Field`
         content = content[1:].rsplit(".", 1)[-1] if content[0] == "~" else content[1:]
     return f"`{content}`"
 
@@ -1542,7 +1548,7 @@ def _rst_inline(node: Any) -> str:
             # (default_role = "py:obj" and the like). `Schema.validate <marshmallow.Schema.validate>` shows its text,
             # a name reads as code; anything else (plain docutils' book title) as the words it is.
             content = child.astext()
-            named = re.fullmatch(r"(?:.+?\s*<[^<>]+>|[~!]?[\w.]+(?:\(\))?)", content, re.DOTALL)
+            named = _LABELLED.fullmatch(content) or _NAME.fullmatch(content)
             parts.append(_myst_role("any", content) if named else content)
         elif isinstance(child, nodes.problematic):
             # An unknown (usually Sphinx) role such as :func:`orbitron.enqueue`: its target is code-like, and a
