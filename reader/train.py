@@ -252,30 +252,24 @@ def simplify_shipped(path: Path, encoder: Encoder) -> dict:
     length read alone and in a padded batch, or the file is left as it was. What it returns goes in the manifest."""
     import onnxruntime as ort
 
-    from citewise.index.export import simplify
+    from citewise.index.export import simplify_checked
     from citewise.onnx_sessions import session_options
 
-    before = sha256(path)
-    backup = path.with_name(path.name + ".unsimplified")
-    shutil.copyfile(path, backup)
-    dropped = simplify(path)
     rng = np.random.default_rng(0)
     windows = []
     for length in (12, 64, 200, encoder.max_tokens):
         ids = [encoder.cls, *rng.integers(1000, 20000, length - 2).tolist(), encoder.sep]
         cut = length // 3
         windows.append(Window(tuple(ids), tuple([0] * cut + [1] * (length - cut)), ((0, cut, length - 1),)))
-    sessions = [
-        ort.InferenceSession(str(p), session_options(ort, threads=2), providers=["CPUExecutionProvider"])
-        for p in (backup, path)
-    ]
-    for batch in [[w] for w in windows] + [windows]:
-        old, new = (run(s, batch, encoder.pad) for s in sessions)
-        if not all(np.array_equal(a, b) for a, b in zip(old, new, strict=True)):
-            shutil.copyfile(backup, path)
-            backup.unlink()
-            return {"simplified": "no: the simplified graph's scores differed, the quantized file ships as it is"}
-    backup.unlink()
+
+    def scores(model: Path) -> list:
+        session = ort.InferenceSession(str(model), session_options(ort, threads=2), providers=["CPUExecutionProvider"])
+        return [array for batch in [[w] for w in windows] + [windows] for array in run(session, batch, encoder.pad)]
+
+    checked = simplify_checked(path, scores)
+    if checked is None:
+        return {"simplified": "no: the simplified graph's scores differed, the quantized file ships as it is"}
+    before, dropped = checked
     return {
         "simplified": "after quantization, citewise.index.export.simplify rewrote the graph: the NaN guard after "
         f"each softmax and the attention mask recomputed in every layer went (nodes removed: {dropped}); scores "

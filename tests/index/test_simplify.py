@@ -100,3 +100,25 @@ def test_what_the_graph_returns_keeps_its_node(tmp_path):
     before = run(path, feeds)
     assert simplify(path)["Where(IsNaN)"] == 1
     assert np.array_equal(run(path, feeds), before)
+
+
+def test_a_checked_rewrite_is_kept_only_when_the_outputs_stay_the_same(tmp_path):
+    """How the shipped models are rewritten: the file before's sha256 comes back with what went; outputs that move
+    leave the file as it was."""
+    onnx = pytest.importorskip("onnx")
+    import hashlib
+
+    from citewise.index.export import simplify_checked
+
+    path = tmp_path / "model.onnx"
+    attention_like(onnx, path)
+    original = path.read_bytes()
+    feeds = {"x": np.arange(8, dtype=np.float32).reshape(2, 4), "keep": np.ones((2, 4), bool)}
+    before, dropped = simplify_checked(path, lambda model: [run(model, feeds)])
+    assert before == hashlib.sha256(original).hexdigest() and dropped["Where(IsNaN)"] == 2
+    assert path.read_bytes() != original and not (tmp_path / "model.onnx.unsimplified").exists()
+
+    attention_like(onnx, path)
+    moved = simplify_checked(path, lambda model: [np.array([model.name == "model.onnx"])])  # differs by file
+    assert moved is None and path.read_bytes() == original
+    assert not (tmp_path / "model.onnx.unsimplified").exists()

@@ -12,12 +12,14 @@ with `tokenizers` and `onnxruntime` (`OnnxEmbedder`); only the transformer goes 
 
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
 import os
+import shutil
 import tempfile
 import warnings
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -238,6 +240,26 @@ def simplify(path: Path) -> dict[str, int]:
         onnx.save(model, str(tmp))
         os.chmod(tmp, mode)
     return dropped
+
+
+def simplify_checked(path: Path, outputs: Callable[[Path], Sequence]) -> tuple[str, dict[str, int]] | None:
+    """`simplify(path)`, kept only when `outputs` (what a model file gives on the caller's inputs: arrays) is equal to
+    the bit before and after; otherwise the file is left as it was and None returned. Returns the sha256 of the file
+    before the rewrite and what went. How the shipped models are rewritten (reader/train.py, embedder/ship.py)."""
+    import numpy as np
+
+    backup = path.with_name(path.name + ".unsimplified")
+    shutil.copyfile(path, backup)
+    try:
+        before = hashlib.sha256(backup.read_bytes()).hexdigest()
+        dropped = simplify(path)
+        old, new = outputs(backup), outputs(path)
+        if len(old) != len(new) or not all(np.array_equal(a, b) for a, b in zip(old, new, strict=True)):
+            shutil.copyfile(backup, path)
+            return None
+        return before, dropped
+    finally:
+        backup.unlink(missing_ok=True)
 
 
 # Operators whose two runs on the same inputs may differ (or that have none): never merged.
